@@ -1,0 +1,76 @@
+# kafgres top-level Makefile
+#
+#   make deps     install missing Debian packages (as root) and Go modules
+#   make build    build kafgres.so and bin/kafgres-broker
+#   make install  install both into the PostgreSQL installation
+#   make run      build, install and start a cluster in $(KAFGRES_HOME)
+#   make stop     stop that cluster
+#   make test     build, install and run the Go tests (they start their own clusters)
+#   make clean
+
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+
+PG_CONFIG ?= pg_config
+KAFGRES_HOME ?= /var/lib/kafgres
+PGPORT ?= 5432
+KAFKAPORT ?= 9092
+
+DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev
+
+.PHONY: all deps build install run stop test clean
+
+all: build
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" -ne 0 ]; then \
+			echo "missing Debian packages:$$missing"; \
+			echo "install them as root:  apt-get install -y$$missing"; \
+			exit 1; \
+		fi; \
+		had_pg=no; dpkg -s postgresql-15 >/dev/null 2>&1 && had_pg=yes; \
+		apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing || exit 1; \
+		if [ $$had_pg = no ] && [ -f /etc/postgresql/15/main/start.conf ]; then \
+			echo "stopping the packaged 15/main cluster: make run uses port $(PGPORT)"; \
+			pg_ctlcluster 15 main stop 2>/dev/null || true; \
+			echo manual > /etc/postgresql/15/main/start.conf; \
+		fi; \
+	fi
+	@command -v go >/dev/null || { echo "go not found (looked in PATH and /usr/local/go/bin); install Go from https://go.dev/dl/"; exit 1; }
+	go mod download
+
+build:
+	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG)
+	go build -o bin/kafgres-broker ./cmd/kafgres-broker
+
+install: build
+	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG) install
+	install -m 0755 bin/kafgres-broker "$$($(PG_CONFIG) --bindir)/kafgres-broker"
+
+run: deps build install
+	tests/pgcluster.sh start $(KAFGRES_HOME) $(PGPORT) $(KAFKAPORT)
+	@echo
+	@echo "kafgres is running."
+	@echo "  SQL:    tests/pgcluster.sh psql $(KAFGRES_HOME)"
+	@echo "          (or: psql -h $(KAFGRES_HOME)/run -p $(PGPORT) -U postgres postgres)"
+	@echo "  Kafka:  kcat -b 127.0.0.1:$(KAFKAPORT) -L"
+	@echo "          echo hello | kcat -b 127.0.0.1:$(KAFKAPORT) -P -t demo"
+	@echo "          kcat -b 127.0.0.1:$(KAFKAPORT) -C -t demo -e"
+	@echo "  Log:    $(KAFGRES_HOME)/postgres.log"
+	@echo "  Stop:   make stop"
+
+stop:
+	tests/pgcluster.sh stop $(KAFGRES_HOME)
+
+test: deps build install
+	go test -count=1 -timeout 40m ./...
+
+clean:
+	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG) clean
+	rm -rf bin

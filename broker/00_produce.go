@@ -1,0 +1,133 @@
+package broker
+
+// Produce: v0-13
+//
+// Behavior:
+//   - acks 0, 1 and -1; anything else is INVALID_REQUIRED_ACKS. acks=1 and
+//     acks=-1 are both answered only once the batch is fsynced (group
+//     commit); acks=0 gets no response, and the connection is closed if a
+//     partition failed, as Kafka does, so the client notices
+//   - exactly one v2 batch per partition, CRC-32C checked, stored byte for
+//     byte (any codec); only baseOffset and partitionLeaderEpoch are stamped
+//   - batches over max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or framing:
+//     CORRUPT_MESSAGE; more than one batch: INVALID_RECORD
+//   - idempotent producers: a duplicate of one of the last 5 batches is
+//     answered with its original offset, a gap with OUT_OF_ORDER_SEQUENCE_NUMBER,
+//     an old epoch with INVALID_PRODUCER_EPOCH
+//   - transactional batches: INVALID_TXN_STATE (transactions are not served yet)
+//   - v0-v2 (message formats v0/v1, gone from Kafka 4): UNSUPPORTED_VERSION
+//     per partition
+//
+// Version notes:
+//   - v5: log start offset; v8: record errors (never set: batches are
+//     not decompressed); v9: flexible;
+//     v13: topics by id (UNKNOWN_TOPIC_ID)
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/storage/segment"
+)
+
+func handleProduce(_ context.Context, b *Broker, cc *conn, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var (
+		last   *pass
+		failed bool
+	)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var t *topic
+		if req.Version >= 13 {
+			t = b.catalog.topicByID(rt.TopicID)
+		} else {
+			t = b.catalog.topicByName(rt.Topic)
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			p, err := b.producePartition(req, t, rp)
+			if err == nil && p != nil {
+				sp.BaseOffset = p.base
+				sp.LogStartOffset = p.part.log.LogStartOffset()
+				if req.Acks != 0 {
+					last = b.committer.enqueue(p.part)
+				} else {
+					b.committer.enqueue(p.part)
+				}
+			}
+			if err != nil {
+				failed = true
+				sp.ErrorCode = errorCode(err)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		if failed {
+			return nil, errors.New("acks=0 produce failed; closing so the client notices")
+		}
+		return nil, nil
+	}
+	if last != nil {
+		// Passes complete in order, so the last one covers every partition.
+		cc.wait = last.done
+	}
+	return resp, nil
+}
+
+type appended struct {
+	part *partition
+	base int64
+}
+
+// producePartition validates and appends one partition's records. Errors are
+// *kerr.Error values for the client; a storage failure also stops the broker.
+func (b *Broker) producePartition(req *kmsg.ProduceRequest, t *topic, rp kmsg.ProduceRequestTopicPartition) (*appended, error) {
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		return nil, kerr.InvalidRequiredAcks
+	case req.Version < 3:
+		return nil, kerr.UnsupportedVersion
+	case t == nil && req.Version >= 13:
+		return nil, kerr.UnknownTopicID
+	case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
+		return nil, kerr.UnknownTopicOrPartition
+	case len(rp.Records) > int(b.cfg.MaxMessageBytes):
+		return nil, kerr.MessageTooLarge
+	}
+	h, err := segment.ParseBatchHeader(rp.Records)
+	if err != nil {
+		if errors.Is(err, segment.ErrUnsupportedMagic) {
+			return nil, kerr.UnsupportedForMessageFormat
+		}
+		return nil, kerr.CorruptMessage
+	}
+	if int(h.Length) < len(rp.Records) {
+		return nil, kerr.InvalidRecord // Kafka 4 takes one batch per partition
+	}
+	if _, err := segment.ValidateBatch(rp.Records); err != nil {
+		return nil, kerr.CorruptMessage
+	}
+	if h.Attributes&0x10 != 0 {
+		return nil, kerr.InvalidTxnState
+	}
+	p := t.parts[rp.Partition]
+	res := p.append(rp.Records, h)
+	var ke *kerr.Error
+	if res.err != nil && !errors.As(res.err, &ke) {
+		b.stop(res.err) // the log may be inconsistent; recovery will mend it
+		return nil, kerr.KafkaStorageError
+	}
+	if res.err != nil {
+		return nil, res.err
+	}
+	return &appended{part: p, base: res.baseOffset}, nil
+}

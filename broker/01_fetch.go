@@ -1,0 +1,169 @@
+package broker
+
+// Fetch: v4-18
+//
+// Behavior:
+//   - serves whole stored batches up to the high watermark, which is the end
+//     of the last fsync: a consumer never sees a record a crash could take
+//   - the first batch is returned even if it exceeds the byte limits (as in
+//     Kafka); otherwise partition and response max bytes are honoured
+//   - long poll: waits up to MaxWaitMillis until MinBytes are available,
+//     woken by appends; returns at once when a partition has an error
+//   - no fetch sessions: the session id is always 0, so clients send full
+//     fetches; an incremental fetch gets FETCH_SESSION_ID_NOT_FOUND
+//   - read_committed: the last stable offset is the high watermark (nothing
+//     transactional is stored yet) and the aborted list is empty
+//   - current leader epoch checked: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+//
+// Version notes:
+//   - v5: log start offset; v7: sessions; v9: current leader epoch;
+//     v11: preferred read replica (-1); v12: flexible; v13: topic ids
+//     (UNKNOWN_TOPIC_ID)
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/storage/segment"
+)
+
+func handleFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.FetchRequest) (kmsg.Response, error) {
+	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil
+	}
+	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+
+	// Register before the first read so an append between read and wait
+	// still wakes us.
+	wake := make(chan struct{}, 1)
+	for _, rt := range req.Topics {
+		t := b.fetchTopic(req, rt)
+		if t == nil {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			if rp.Partition >= 0 && int(rp.Partition) < len(t.parts) {
+				defer t.parts[rp.Partition].watch(wake)()
+			}
+		}
+	}
+
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		resp, n, hasErr := b.readFetch(req)
+		if hasErr || n >= int(req.MinBytes) || !time.Now().Before(deadline) {
+			return resp, nil
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			resp, _, _ = b.readFetch(req)
+			return resp, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (b *Broker) fetchTopic(req *kmsg.FetchRequest, rt kmsg.FetchRequestTopic) *topic {
+	if req.Version >= 13 {
+		return b.catalog.topicByID(rt.TopicID)
+	}
+	return b.catalog.topicByName(rt.Topic)
+}
+
+// readFetch builds one response from what is durable now. It returns the
+// number of record bytes and whether any partition carries an error.
+func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	budget := math.MaxInt32
+	if req.Version >= 3 && req.MaxBytes > 0 {
+		budget = int(req.MaxBytes)
+	}
+	total, hasErr := 0, false
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		t := b.fetchTopic(req, rt)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			if req.IsolationLevel == 1 {
+				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+			}
+			limit := min(int(rp.PartitionMaxBytes), budget-total)
+			data, err := b.fetchPartition(req, t, rp, &sp, limit, total == 0)
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+				hasErr = true
+			}
+			if data == nil {
+				data = []byte{} // null records is a parse error for librdkafka
+			}
+			sp.RecordBatches = data
+			total += len(data)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, total, hasErr
+}
+
+func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, limit int, first bool) ([]byte, error) {
+	switch {
+	case t == nil && req.Version >= 13:
+		return nil, kerr.UnknownTopicID
+	case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	p := t.parts[rp.Partition]
+	if err := checkLeaderEpoch(p, rp.CurrentLeaderEpoch, req.Version >= 9); err != nil {
+		return nil, err
+	}
+	hw := p.highWatermark()
+	start := p.log.LogStartOffset()
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, start
+	if rp.FetchOffset < start || rp.FetchOffset > p.log.LogEndOffset() {
+		return nil, kerr.OffsetOutOfRange
+	}
+	if rp.FetchOffset >= hw || (limit <= 0 && !first) {
+		return nil, nil
+	}
+	data, err := p.log.Read(rp.FetchOffset, max(limit, 1), hw)
+	switch {
+	case errors.Is(err, segment.ErrOffsetOutOfRange):
+		return nil, kerr.OffsetOutOfRange
+	case errors.Is(err, segment.ErrClosed):
+		return nil, kerr.UnknownTopicOrPartition
+	case err != nil:
+		b.log.Error("read log", "topic", t.name, "partition", rp.Partition, "offset", rp.FetchOffset, "err", err)
+		return nil, kerr.KafkaStorageError
+	}
+	if len(data) > limit && !first {
+		return nil, nil // only the response's first batch may exceed the limits
+	}
+	return data, nil
+}
+
+// checkLeaderEpoch applies KIP-320's fencing: a client that knows a newer
+// epoch than ours is ahead of our metadata, one with an older epoch is stale.
+func checkLeaderEpoch(p *partition, current int32, applies bool) error {
+	switch {
+	case !applies || current < 0:
+		return nil
+	case current < p.epoch:
+		return kerr.FencedLeaderEpoch
+	case current > p.epoch:
+		return kerr.UnknownLeaderEpoch
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package broker
+
+// Metadata: v0-13
+//
+// Behavior:
+//   - one broker (node 1), controller and leader of every partition, ISR {1}
+//   - no topics requested (null, or empty at v0) lists every topic
+//   - an unknown topic is created when kafgres.auto_create_topics is on and
+//     the request allows it (always below v4), with the default partition
+//     count; otherwise UNKNOWN_TOPIC_OR_PARTITION
+//   - an invalid name gets INVALID_TOPIC_EXCEPTION
+//
+// Version notes:
+//   - v1: controller, internal flag, null = all topics; v2: cluster id;
+//     v4: allow auto-create; v5: offline replicas; v7: leader epoch;
+//     v8: authorized operations; v9: flexible; v10: topic ids;
+//     v12: topics by id (UNKNOWN_TOPIC_ID when unknown)
+
+import (
+	"context"
+	"regexp"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var legalTopicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+func validTopicName(name string) bool {
+	return legalTopicName.MatchString(name) && name != "." && name != ".."
+}
+
+func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	host := b.cfg.AdvertisedHost
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: b.cfg.AdvertisedPort}}
+	resp.ClusterID = &b.clusterID
+	resp.ControllerID = b.cfg.NodeID
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		ts := b.catalog.topics()
+		sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+		for _, t := range ts {
+			resp.Topics = append(resp.Topics, b.topicMetadata(t))
+		}
+		return resp, nil
+	}
+
+	allowCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	for _, rt := range req.Topics {
+		var t *topic
+		switch {
+		case rt.Topic == nil: // by id (v12+)
+			if t = b.catalog.topicByID(rt.TopicID); t == nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+		default:
+			name := *rt.Topic
+			if !validTopicName(name) {
+				resp.Topics = append(resp.Topics, topicError(name, kerr.InvalidTopicException))
+				continue
+			}
+			if t = b.catalog.topicByName(name); t == nil && allowCreate {
+				created, err := b.catalog.create(ctx, name, b.cfg.DefaultPartition)
+				if err != nil {
+					b.log.Error("auto-create topic", "topic", name, "err", err)
+				}
+				t = created
+			}
+			if t == nil {
+				resp.Topics = append(resp.Topics, topicError(name, kerr.UnknownTopicOrPartition))
+				continue
+			}
+		}
+		resp.Topics = append(resp.Topics, b.topicMetadata(t))
+	}
+	return resp, nil
+}
+
+func topicError(name string, err *kerr.Error) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = &name
+	mt.ErrorCode = err.Code
+	return mt
+}
+
+func (b *Broker) topicMetadata(t *topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.name
+	mt.Topic = &name
+	mt.TopicID = t.uuid
+	for _, p := range t.parts {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.index
+		mp.Leader = b.cfg.NodeID
+		mp.LeaderEpoch = p.epoch
+		mp.Replicas = []int32{b.cfg.NodeID}
+		mp.ISR = []int32{b.cfg.NodeID}
+		mp.OfflineReplicas = []int32{}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

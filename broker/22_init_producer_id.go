@@ -1,0 +1,40 @@
+package broker
+
+// InitProducerId: v0-5
+//
+// Behavior:
+//   - without a transactional id: a new producer id from the Postgres
+//     sequence kafgres.producer_id_seq (never reused, survives restarts),
+//     epoch 0 — as Kafka does for idempotent producers, even when the
+//     request names an existing producer id and epoch (v3+)
+//   - with a transactional id: INVALID_REQUEST, since transactions are not
+//     served yet (FindCoordinator is not advertised either)
+//
+// Version notes:
+//   - v2: flexible; v3: producer id/epoch in the request; v4/v5: same shape
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const sqlNextProducerID = `SELECT nextval('kafgres.producer_id_seq')`
+
+func handleInitProducerID(ctx context.Context, b *Broker, _ *conn, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil
+	}
+	var id int64
+	if err := b.pool.QueryRow(ctx, sqlNextProducerID).Scan(&id); err != nil {
+		b.log.Error("allocate producer id", "err", err)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code // retriable: Postgres may come back
+		return resp, nil
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp, nil
+}

@@ -1,0 +1,60 @@
+package broker
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handler serves one request. A non-nil error closes the connection; every
+// client-visible failure is a Kafka error code inside the response.
+type handler func(ctx context.Context, b *Broker, cc *conn, req kmsg.Request) (kmsg.Response, error)
+
+// api is one served API key. The table below is the single source of truth:
+// dispatch looks handlers up here and ApiVersions advertises exactly these
+// ranges, so nothing is advertised without a handler.
+type api struct {
+	key      int16
+	min, max int16
+	handle   handler
+}
+
+// serve adapts a typed handler to the table's signature.
+func serve[Req kmsg.Request](f func(ctx context.Context, b *Broker, cc *conn, req Req) (kmsg.Response, error)) handler {
+	return func(ctx context.Context, b *Broker, cc *conn, req kmsg.Request) (kmsg.Response, error) {
+		return f(ctx, b, cc, req.(Req))
+	}
+}
+
+// servedAPIs lists every API key with the versions Apache Kafka 4.x serves
+// that kafgres also serves. Produce is advertised from v0 as Kafka does
+// (librdkafka refuses a broker whose Produce minimum is above 0), though
+// v0-v2 requests are answered with UNSUPPORTED_VERSION per partition.
+func servedAPIs() apiTable {
+	return sortedAPIs([]api{
+		{key: 0, min: 0, max: 13, handle: serve(handleProduce)},
+		{key: 1, min: 4, max: 18, handle: serve(handleFetch)},
+		{key: 2, min: 1, max: 11, handle: serve(handleListOffsets)},
+		{key: 3, min: 0, max: 13, handle: serve(handleMetadata)},
+		{key: 18, min: 0, max: 5, handle: serve(handleApiVersions)},
+		{key: 22, min: 0, max: 5, handle: serve(handleInitProducerID)},
+	})
+}
+
+// apiTable is sorted by key.
+type apiTable []api
+
+func sortedAPIs(apis []api) apiTable {
+	sort.Slice(apis, func(i, j int) bool { return apis[i].key < apis[j].key })
+	return apis
+}
+
+// lookup returns the served entry for key, or false.
+func (t apiTable) lookup(key int16) (api, bool) {
+	i := sort.Search(len(t), func(i int) bool { return t[i].key >= key })
+	if i < len(t) && t[i].key == key {
+		return t[i], true
+	}
+	return api{}, false
+}

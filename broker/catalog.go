@@ -1,0 +1,316 @@
+package broker
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// topic is one row of kafgres.topic with its open partitions. A topic value
+// is immutable once published in the catalog except for parts growing.
+type topic struct {
+	id    int64
+	name  string
+	uuid  [16]byte
+	parts []*partition
+}
+
+// catalog is the broker's cache of kafgres.topic / kafgres.partition. Postgres
+// is the source of truth: every change there sends NOTIFY kafgres_topics and
+// the catalog reloads.
+type catalog struct {
+	b *Broker
+
+	mu     sync.RWMutex
+	byName map[string]*topic
+	byID   map[[16]byte]*topic
+
+	reloadMu sync.Mutex // one reload at a time
+}
+
+const (
+	sqlBumpEpochs = `UPDATE kafgres.partition SET leader_epoch = leader_epoch + 1`
+	sqlLoadTopics = `
+SELECT t.topic_id, t.name, t.topic_uuid, p.partition, p.leader_epoch
+FROM kafgres.topic t JOIN kafgres.partition p USING (topic_id)
+ORDER BY t.topic_id, p.partition`
+	sqlCreateTopic = `SELECT kafgres_create_topic($1, $2)`
+	sqlClusterID   = `SELECT system_identifier FROM pg_control_system()`
+	notifyChannel  = "kafgres_topics"
+)
+
+func newCatalog(b *Broker) *catalog {
+	return &catalog{b: b, byName: map[string]*topic{}, byID: map[[16]byte]*topic{}}
+}
+
+// start bumps every partition's leader epoch (a new broker incarnation is a
+// new leader), loads and recovers every partition, and removes directories
+// of topics that were dropped while the broker was down.
+func (c *catalog) start(ctx context.Context) error {
+	if _, err := c.b.pool.Exec(ctx, sqlBumpEpochs); err != nil {
+		return fmt.Errorf("bump leader epochs: %w", err)
+	}
+	if err := c.reload(ctx); err != nil {
+		return err
+	}
+	return c.removeStrayDirs()
+}
+
+// loadClusterID derives Kafka's 22-character cluster id from the Postgres
+// system identifier, so it is stable for the life of the cluster and needs
+// no table of its own.
+func loadClusterID(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var sysid int64
+	if err := pool.QueryRow(ctx, sqlClusterID).Scan(&sysid); err != nil {
+		return "", fmt.Errorf("read system identifier: %w", err)
+	}
+	var raw [16]byte
+	binary.BigEndian.PutUint64(raw[:8], uint64(sysid))
+	copy(raw[8:], "kafgres\x00")
+	return base64.RawURLEncoding.EncodeToString(raw[:]), nil
+}
+
+type topicRow struct {
+	id     int64
+	name   string
+	uuid   [16]byte
+	epochs []int32
+}
+
+func (c *catalog) load(ctx context.Context) ([]topicRow, error) {
+	rows, err := c.b.pool.Query(ctx, sqlLoadTopics)
+	if err != nil {
+		return nil, fmt.Errorf("load topics: %w", err)
+	}
+	defer rows.Close()
+	var out []topicRow
+	for rows.Next() {
+		var (
+			id    int64
+			name  string
+			uuid  [16]byte
+			p     int32
+			epoch int32
+		)
+		if err := rows.Scan(&id, &name, &uuid, &p, &epoch); err != nil {
+			return nil, fmt.Errorf("scan topic row: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].id != id {
+			out = append(out, topicRow{id: id, name: name, uuid: uuid})
+		}
+		last := &out[len(out)-1]
+		if int(p) != len(last.epochs) {
+			return nil, fmt.Errorf("topic %q: partition %d missing", name, len(last.epochs))
+		}
+		last.epochs = append(last.epochs, epoch)
+	}
+	return out, rows.Err()
+}
+
+// reload makes the cache match Postgres. Dropped topics (including a name
+// recreated with a new id) are closed and their directories removed before
+// anything is opened, so a recreated topic never sees its predecessor's log.
+func (c *catalog) reload(ctx context.Context) error {
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	rows, err := c.load(ctx)
+	if err != nil {
+		return err
+	}
+	ids := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		ids[r.name] = r.id
+	}
+
+	c.mu.Lock()
+	var dropped []*topic
+	for name, t := range c.byName {
+		if id, ok := ids[name]; !ok || id != t.id {
+			dropped = append(dropped, t)
+			delete(c.byName, name)
+			delete(c.byID, t.uuid)
+		}
+	}
+	current := make(map[string]*topic, len(c.byName))
+	for k, v := range c.byName {
+		current[k] = v
+	}
+	c.mu.Unlock()
+
+	for _, t := range dropped {
+		c.b.log.Info("topic dropped", "topic", t.name)
+		for _, p := range t.parts {
+			p.close()
+			p.removeDir()
+		}
+	}
+
+	var opened []*partition
+	next := make([]*topic, 0, len(rows))
+	for _, r := range rows {
+		t := &topic{id: r.id, name: r.name, uuid: r.uuid}
+		if old := current[r.name]; old != nil {
+			t.parts = append(t.parts, old.parts...)
+		}
+		for i := len(t.parts); i < len(r.epochs); i++ {
+			p, err := c.b.openPartition(t, int32(i), r.epochs[i])
+			if err != nil {
+				for _, q := range opened {
+					q.close()
+				}
+				return err
+			}
+			opened = append(opened, p)
+			t.parts = append(t.parts, p)
+		}
+		next = append(next, t)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byName = make(map[string]*topic, len(next))
+	c.byID = make(map[[16]byte]*topic, len(next))
+	for _, t := range next {
+		// Partitions opened earlier keep pointing at the topic value they
+		// were opened with; only names and ids are read through it.
+		c.byName[t.name] = t
+		c.byID[t.uuid] = t
+	}
+	return nil
+}
+
+// partitionDir matches the directories the catalog creates.
+var partitionDir = regexp.MustCompile(`^(.+)-([0-9]+)$`)
+
+func (c *catalog) removeStrayDirs() error {
+	entries, err := os.ReadDir(c.b.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("list data directory: %w", err)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, e := range entries {
+		m := partitionDir.FindStringSubmatch(e.Name())
+		if !e.IsDir() || m == nil {
+			continue
+		}
+		if t := c.byName[m[1]]; t != nil {
+			continue
+		}
+		dir := filepath.Join(c.b.cfg.DataDir, e.Name())
+		c.b.log.Info("removing log of dropped topic", "dir", dir)
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+func (c *catalog) topicByName(name string) *topic {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.byName[name]
+}
+
+func (c *catalog) topicByID(id [16]byte) *topic {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.byID[id]
+}
+
+// topics returns every topic, in no particular order.
+func (c *catalog) topics() []*topic {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*topic, 0, len(c.byName))
+	for _, t := range c.byName {
+		out = append(out, t)
+	}
+	return out
+}
+
+func (c *catalog) partition(name string, p int32) *partition {
+	t := c.topicByName(name)
+	if t == nil || p < 0 || int(p) >= len(t.parts) {
+		return nil
+	}
+	return t.parts[p]
+}
+
+// create creates a topic through the SQL function (so validation lives in
+// one place) and reloads. A topic created concurrently by someone else is
+// not an error.
+func (c *catalog) create(ctx context.Context, name string, partitions int32) (*topic, error) {
+	_, err := c.b.pool.Exec(ctx, sqlCreateTopic, name, partitions)
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") { // duplicate_object
+		return nil, fmt.Errorf("create topic %q: %w", name, err)
+	}
+	if err := c.reload(ctx); err != nil {
+		return nil, err
+	}
+	return c.topicByName(name), nil
+}
+
+// listen reloads the catalog whenever Postgres says topics changed, and
+// after every reconnect (a notification may have been missed meanwhile).
+func (c *catalog) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := c.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.b.log.Warn("topic notifications interrupted", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *catalog) listenOnce(ctx context.Context) error {
+	pc, err := c.b.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listen connection: %w", err)
+	}
+	// The connection carries LISTEN state; never hand it back to the pool.
+	conn := pc.Hijack()
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if err := c.reload(ctx); err != nil {
+		return err
+	}
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		if err := c.reload(ctx); err != nil {
+			c.b.log.Error("reload topics", "err", err)
+		}
+	}
+}
+
+// close closes every partition log.
+func (c *catalog) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, t := range c.byName {
+		for _, p := range t.parts {
+			errs = append(errs, p.close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is everything the broker is told at start. The supervisor builds it
+// from the kafgres.* GUCs and passes it as flags; nothing else reads the
+// environment.
+type Config struct {
+	ListenAddr       string // host:port for the Kafka listener
+	AdvertisedHost   string // host returned in Metadata
+	AdvertisedPort   int32  // port returned in Metadata
+	DataDir          string // root of the segment log
+	DSN              string // libpq-style connection string back into Postgres
+	AutoCreateTopics bool
+	DefaultPartition int32 // partitions of auto-created topics
+	Fsync            bool
+
+	NodeID          int32         // always 1: kafgres is a single-broker cluster
+	MaxRequestBytes int32         // socket.request.max.bytes
+	MaxMessageBytes int32         // max.message.bytes (topic default)
+	SegmentBytes    int64         // log.segment.bytes
+	MirrorInterval  time.Duration // how often log ends are copied into Postgres
+}
+
+// Defaults are Kafka's broker defaults where Kafka has one.
+func (c *Config) setDefaults() {
+	if c.NodeID == 0 {
+		c.NodeID = 1
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = 100 << 20 // 104857600, Kafka's socket.request.max.bytes
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 1048588 // Kafka's max.message.bytes
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = 1 << 30
+	}
+	if c.MirrorInterval == 0 {
+		c.MirrorInterval = 5 * time.Millisecond
+	}
+	if c.DefaultPartition == 0 {
+		c.DefaultPartition = 1
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.ListenAddr == "" {
+		errs = append(errs, errors.New("listen address is empty"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data directory is empty"))
+	}
+	if c.DSN == "" {
+		errs = append(errs, errors.New("dsn is empty"))
+	}
+	if c.AdvertisedPort <= 0 || c.AdvertisedPort > 65535 {
+		errs = append(errs, fmt.Errorf("advertised port %d out of range", c.AdvertisedPort))
+	}
+	if c.DefaultPartition < 1 {
+		errs = append(errs, fmt.Errorf("default partitions %d must be at least 1", c.DefaultPartition))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// mirror copies log start and end offsets of partitions that changed into
+// kafgres.partition, so SQL sees them within milliseconds. It is deliberately
+// off the produce path: asynchronous commit, one statement per interval for
+// every changed partition, and a Postgres outage only delays it.
+type mirror struct {
+	pool     *pgxpool.Pool
+	interval time.Duration
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	dirty map[*partition]struct{}
+
+	conn *pgx.Conn // dedicated, so its session keeps synchronous_commit=off
+}
+
+const sqlMirror = `
+UPDATE kafgres.partition p
+SET high_watermark = u.hw, log_start_offset = u.ls
+FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[]) AS u(topic_id, part, hw, ls)
+WHERE p.topic_id = u.topic_id AND p.partition = u.part
+  AND (p.high_watermark, p.log_start_offset) IS DISTINCT FROM (u.hw, u.ls)`
+
+func newMirror(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger) *mirror {
+	return &mirror{pool: pool, interval: interval, log: log, dirty: map[*partition]struct{}{}}
+}
+
+func (m *mirror) mark(p *partition) {
+	m.mu.Lock()
+	m.dirty[p] = struct{}{}
+	m.mu.Unlock()
+}
+
+func (m *mirror) run(ctx context.Context) {
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.flush(ctx)
+	}
+}
+
+// flush writes every pending change; on failure the changes stay pending.
+func (m *mirror) flush(ctx context.Context) {
+	m.mu.Lock()
+	dirty := m.dirty
+	m.dirty = map[*partition]struct{}{}
+	m.mu.Unlock()
+	if len(dirty) == 0 {
+		return
+	}
+	var ids []int64
+	var parts []int32
+	var hws, starts []int64
+	for p := range dirty {
+		ids = append(ids, p.topic.id)
+		parts = append(parts, p.index)
+		hws = append(hws, p.highWatermark())
+		starts = append(starts, p.log.LogStartOffset())
+	}
+	if err := m.exec(ctx, ids, parts, hws, starts); err != nil {
+		m.log.Warn("mirror log offsets into Postgres", "err", err)
+		m.mu.Lock()
+		for p := range dirty {
+			m.dirty[p] = struct{}{}
+		}
+		m.mu.Unlock()
+	}
+}
+
+func (m *mirror) exec(ctx context.Context, args ...any) error {
+	if m.conn == nil || m.conn.IsClosed() {
+		c, err := pgx.ConnectConfig(ctx, m.pool.Config().ConnConfig.Copy())
+		if err != nil {
+			return fmt.Errorf("connect: %w", err)
+		}
+		if _, err := c.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+			c.Close(ctx)
+			return fmt.Errorf("set synchronous_commit: %w", err)
+		}
+		m.conn = c
+	}
+	if _, err := m.conn.Exec(ctx, sqlMirror, args...); err != nil {
+		m.conn.Close(ctx)
+		m.conn = nil
+		return err
+	}
+	return nil
+}

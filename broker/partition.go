@@ -1,0 +1,162 @@
+package broker
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafgres/kafgres/broker/storage/segment"
+)
+
+// partition is one topic partition: its log, the idempotent-producer window
+// and the fetchers waiting for it to grow.
+type partition struct {
+	topic *topic
+	index int32
+	dir   string
+	epoch int32 // leader epoch of this broker incarnation
+
+	log *segment.Log
+
+	// mu serializes appends so sequence checks and offset assignment agree.
+	mu        sync.Mutex
+	producers producerWindow
+
+	// hw is the high watermark: the end of the last durable append. Only
+	// records below it are served.
+	hw atomic.Int64
+
+	watchMu  sync.Mutex
+	watchers map[chan struct{}]struct{}
+}
+
+func (b *Broker) openPartition(t *topic, index int32, epoch int32) (*partition, error) {
+	dir := filepath.Join(b.cfg.DataDir, fmt.Sprintf("%s-%d", t.name, index))
+	opts := segment.Options{
+		Dir:          dir,
+		TopicID:      hex.EncodeToString(t.uuid[:]),
+		SegmentBytes: b.cfg.SegmentBytes,
+		Fsync:        b.cfg.Fsync,
+		Logger:       b.log.With("topic", t.name, "partition", index),
+		Decompress:   decompress,
+	}
+	l, err := segment.Open(opts)
+	if errors.Is(err, segment.ErrTopicIDMismatch) {
+		// Left behind by a topic of the same name dropped while we were down.
+		b.log.Info("removing log of a dropped topic with the same name", "dir", dir)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("remove stale %s: %w", dir, err)
+		}
+		l, err = segment.Open(opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
+	}
+	p := &partition{topic: t, index: index, dir: dir, epoch: epoch, log: l, producers: producerWindow{}, watchers: map[chan struct{}]struct{}{}}
+	p.hw.Store(l.DurableEnd())
+	if err := l.ScanBatches(l.LogStartOffset(), func(h segment.BatchHeader) error {
+		p.producers.record(h, h.BaseOffset)
+		return nil
+	}); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("rebuild producer state of %s-%d: %w", t.name, index, err)
+	}
+	return p, nil
+}
+
+// appendResult is what a produce learns from one partition.
+type appendResult struct {
+	baseOffset int64
+	err        error // a *kerr.Error for the client, or a storage failure
+}
+
+// append validates batch against the producer window and appends it. A
+// duplicate of a recent batch returns the original offset and appends
+// nothing, as Kafka does. batch must be memory the caller owns: the base
+// offset and leader epoch are stamped into it.
+func (p *partition) append(batch []byte, h segment.BatchHeader) appendResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	dup, err := p.producers.check(h)
+	if err != nil {
+		return appendResult{err: err}
+	}
+	if dup != nil {
+		return appendResult{baseOffset: dup.firstOffset}
+	}
+	base, err := p.log.Append(batch, p.epoch)
+	if err != nil {
+		if errors.Is(err, segment.ErrClosed) {
+			return appendResult{err: kerr.UnknownTopicOrPartition}
+		}
+		return appendResult{err: fmt.Errorf("append to %s-%d: %w", p.topic.name, p.index, err)}
+	}
+	p.producers.record(h, base)
+	return appendResult{baseOffset: base}
+}
+
+// publish moves the high watermark to durableEnd and wakes fetchers.
+func (p *partition) publish(durableEnd int64) {
+	if durableEnd <= p.hw.Load() {
+		return
+	}
+	p.hw.Store(durableEnd)
+	p.watchMu.Lock()
+	for ch := range p.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.watchMu.Unlock()
+}
+
+// watch registers ch (buffered, capacity ≥ 1) to be signalled when the high
+// watermark moves; the returned func unregisters it.
+func (p *partition) watch(ch chan struct{}) func() {
+	p.watchMu.Lock()
+	p.watchers[ch] = struct{}{}
+	p.watchMu.Unlock()
+	return func() {
+		p.watchMu.Lock()
+		delete(p.watchers, ch)
+		p.watchMu.Unlock()
+	}
+}
+
+func (p *partition) highWatermark() int64 { return p.hw.Load() }
+
+func (p *partition) close() error {
+	return p.log.Close()
+}
+
+// removeDir deletes a dropped partition's log. Kafka renames first so a
+// crash mid-delete leaves an obviously dead directory; we remove stray
+// directories at start anyway.
+func (p *partition) removeDir() {
+	dead := p.dir + "." + hex.EncodeToString(p.topic.uuid[:]) + "-delete"
+	if err := os.Rename(p.dir, dead); err != nil {
+		dead = p.dir
+	}
+	os.RemoveAll(dead)
+}
+
+// epochAt is the leader epoch stamped on the batch holding offset, or the
+// current epoch when there is none below limit.
+func (p *partition) epochAt(offset, limit int64) int32 {
+	data, err := p.log.Read(offset, 1, limit)
+	if err != nil || len(data) == 0 {
+		return p.epoch
+	}
+	h, err := segment.ParseBatchHeader(data)
+	if err != nil {
+		return p.epoch
+	}
+	return h.LeaderEpoch
+}

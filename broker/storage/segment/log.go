@@ -1,0 +1,454 @@
+// Package segment stores a partition's record batches in Kafka's on-disk
+// layout: segment files of v2 batches with sparse offset and time indexes.
+// It knows files and batches, nothing about Kafka requests.
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Defaults applied by Open for zero Options fields.
+const (
+	DefaultSegmentBytes       = 1 << 30
+	DefaultSegmentMs          = 7 * 24 * 60 * 60 * 1000
+	DefaultIndexIntervalBytes = 4096
+)
+
+// Options configures a Log.
+type Options struct {
+	Dir                string       // partition directory; created if missing
+	TopicID            string       // written to partition.metadata; checked if present
+	SegmentBytes       int64        // roll when the active segment would exceed this; default 1 GiB
+	SegmentMs          int64        // roll when the active segment's first batch is older than this; 0 = 7 days
+	IndexIntervalBytes int          // bytes of log between index entries; default 4096
+	Fsync              bool         // if false, Sync only advances the durable offset without fsync
+	Logger             *slog.Logger // may be nil
+
+	// Decompress turns the compressed record section of a batch into plain
+	// records. It is only needed to find the exact record for timestamp
+	// lookups; without it a compressed batch answers with its base offset.
+	Decompress func(codec int8, in []byte) ([]byte, error)
+
+	now         func() time.Time // test hook for segment rolling by age
+	beforeFsync func()           // test hook: runs in Sync after it has chosen what to claim
+}
+
+// Log is one partition's segment log. Append, Sync and the readers may be
+// called concurrently.
+type Log struct {
+	opts   Options
+	logger *slog.Logger
+
+	// syncMu serialises Sync and Close so that an fsync never races with the
+	// files being closed, without holding mu (and blocking Append) while the
+	// fsync runs.
+	syncMu sync.Mutex
+
+	mu        sync.RWMutex
+	segs      []*segment // sorted by base offset; the last one is active
+	end       int64      // next offset to assign
+	durable   int64      // end of the last successful Sync
+	dirGen    uint64     // bumped whenever a segment file is created
+	dirSynced uint64     // dirGen covered by the last directory fsync
+	closed    bool
+	err       error // sticky: after a failed write or fsync the files are suspect
+}
+
+type segment struct {
+	base int64
+	log  *os.File
+	idx  *os.File
+	tidx *os.File
+
+	// st changes only while the segment is active, under Log.mu; readers
+	// work on copies taken under the lock.
+	st segState
+}
+
+type segState struct {
+	size int64 // bytes of valid batches
+	end  int64 // offset after the last batch
+
+	// In-memory index entries of the active segment; nil once sealed, when
+	// the files are complete.
+	idxMem  []byte
+	tidxMem []byte
+	idxN    int
+	tidxN   int
+
+	lastIndexedTs int64 // timestamp of the last time index entry, -1 if none
+	maxTs         int64 // largest batch max timestamp so far, -1 if none
+	maxTsOffset   int64 // last offset of the first batch reaching maxTs
+	sinceIndex    int   // bytes appended since the last index entry
+	created       time.Time
+	sealed        bool
+}
+
+func newSegState(base int64) segState {
+	return segState{end: base, lastIndexedTs: -1, maxTs: -1, maxTsOffset: -1}
+}
+
+// addBatch accounts for a batch written at pos. The index rules follow
+// Kafka's LogSegment.append so that the files look like Kafka's: an offset
+// entry (batch last offset, position) once IndexIntervalBytes have been
+// written since the previous entry, and a time entry (running max timestamp,
+// offset of the batch that set it) at the same moments when the maximum grew.
+func (s *segState) addBatch(segBase int64, h BatchHeader, pos int64, interval int) {
+	if h.MaxTimestamp > s.maxTs {
+		s.maxTs, s.maxTsOffset = h.MaxTimestamp, h.LastOffset()
+	}
+	if s.sinceIndex >= interval {
+		s.idxMem = appendOffsetEntry(s.idxMem, h.LastOffset()-segBase, pos)
+		s.idxN++
+		s.addTimeEntry(segBase)
+		s.sinceIndex = 0
+	}
+	s.sinceIndex += int(h.Length)
+	s.size = pos + int64(h.Length)
+	s.end = h.LastOffset() + 1
+}
+
+func (s *segState) addTimeEntry(segBase int64) {
+	if s.maxTs > s.lastIndexedTs {
+		s.tidxMem = appendTimeEntry(s.tidxMem, s.maxTs, s.maxTsOffset-segBase)
+		s.tidxN++
+		s.lastIndexedTs = s.maxTs
+	}
+}
+
+func segmentPath(dir string, base int64, ext string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", base, ext))
+}
+
+const (
+	extLog       = ".log"
+	extIndex     = ".index"
+	extTimeIndex = ".timeindex"
+)
+
+// writeIndexes replaces the index files of s with the in-memory entries of st.
+func (s *segment) writeIndexes(st *segState) error {
+	for _, f := range []struct {
+		f   *os.File
+		mem []byte
+	}{{s.idx, st.idxMem}, {s.tidx, st.tidxMem}} {
+		if _, err := f.f.WriteAt(f.mem, 0); err != nil {
+			return fmt.Errorf("write index %s: %w", f.f.Name(), err)
+		}
+		if err := f.f.Truncate(int64(len(f.mem))); err != nil {
+			return fmt.Errorf("truncate index %s: %w", f.f.Name(), err)
+		}
+	}
+	return nil
+}
+
+func (s *segment) syncAll() error {
+	for _, f := range []*os.File{s.log, s.idx, s.tidx} {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
+func (s *segment) close() error {
+	var errs []error
+	for _, f := range []*os.File{s.log, s.idx, s.tidx} {
+		if f != nil {
+			if err := f.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", f.Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// createSegment creates empty files for a new segment at base.
+func createSegment(dir string, base int64) (*segment, error) {
+	s := &segment{base: base, st: newSegState(base)}
+	var err error
+	// O_EXCL on the log: a segment file already at this offset would mean
+	// the offsets bookkeeping is wrong, and overwriting it would lose data.
+	if s.log, err = os.OpenFile(segmentPath(dir, base, extLog), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	if s.idx, err = os.OpenFile(segmentPath(dir, base, extIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
+		s.tidx, err = os.OpenFile(segmentPath(dir, base, extTimeIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	}
+	if err != nil {
+		_ = s.close()
+		for _, ext := range []string{extLog, extIndex, extTimeIndex} {
+			_ = os.Remove(segmentPath(dir, base, ext))
+		}
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	return s, nil
+}
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// Append writes one validated v2 batch, stamping its base offset and leader
+// epoch into batch itself. It does not fsync; see Sync.
+func (l *Log) Append(batch []byte, leaderEpoch int32) (int64, error) {
+	h, err := ParseBatchHeader(batch)
+	if err != nil {
+		return 0, fmt.Errorf("append to %s: %w", l.opts.Dir, err)
+	}
+	if int(h.Length) != len(batch) || h.LastOffsetDelta < 0 {
+		return 0, fmt.Errorf("append to %s: %w: %d bytes, header length %d, last offset delta %d",
+			l.opts.Dir, ErrCorruptBatch, len(batch), h.Length, h.LastOffsetDelta)
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if l.err != nil {
+		return 0, fmt.Errorf("append to %s: log failed earlier: %w", l.opts.Dir, l.err)
+	}
+	now := l.opts.now()
+	base := l.end
+	h.BaseOffset = base
+	if err := l.maybeRoll(h, now); err != nil {
+		return 0, fmt.Errorf("append to %s: %w", l.opts.Dir, err)
+	}
+	seg := l.active()
+	pos := seg.st.size
+	stamp(batch, base, leaderEpoch)
+	if _, err := seg.log.WriteAt(batch, pos); err != nil {
+		// Cut a partial write so that the next batch lands right after the
+		// last good one; if even that fails the file can no longer be
+		// trusted until recovery.
+		if terr := seg.log.Truncate(pos); terr != nil {
+			l.err = fmt.Errorf("write %s: %w; truncate after failed write: %w", seg.log.Name(), err, terr)
+		}
+		return 0, fmt.Errorf("append to %s: write %s: %w", l.opts.Dir, seg.log.Name(), err)
+	}
+	if seg.st.size == 0 {
+		seg.st.created = now
+	}
+	seg.st.addBatch(seg.base, h, pos, l.opts.IndexIntervalBytes)
+	l.end = seg.st.end
+	return base, nil
+}
+
+// maybeRoll starts a new segment if h (already carrying its base offset)
+// should not go into the active one.
+func (l *Log) maybeRoll(h BatchHeader, now time.Time) error {
+	seg := l.active()
+	if seg.st.size == 0 {
+		return nil
+	}
+	full := seg.st.size+int64(h.Length) > l.opts.SegmentBytes
+	old := now.Sub(seg.st.created) >= time.Duration(l.opts.SegmentMs)*time.Millisecond
+	// Index entries hold offsets relative to the segment base in 32 bits.
+	overflow := h.LastOffset()-seg.base > math.MaxInt32
+	if !full && !old && !overflow {
+		return nil
+	}
+	return l.roll()
+}
+
+// roll seals the active segment and starts a new one at the log end. The
+// sealed segment is fsynced before the next file exists, because recovery
+// only scans the last segment and trusts the ones before it.
+func (l *Log) roll() error {
+	seg := l.active()
+	st := seg.st
+	// A final time entry makes the last entry the segment's max timestamp,
+	// which lets timestamp lookups skip whole segments.
+	st.addTimeEntry(seg.base)
+	if err := seg.writeIndexes(&st); err != nil {
+		return fmt.Errorf("roll: %w", err)
+	}
+	if l.opts.Fsync {
+		if err := seg.syncAll(); err != nil {
+			l.err = err
+			return fmt.Errorf("roll: %w", err)
+		}
+	}
+	next, err := createSegment(l.opts.Dir, l.end)
+	if err != nil {
+		return fmt.Errorf("roll: %w", err)
+	}
+	st.idxMem, st.tidxMem, st.sealed = nil, nil, true
+	seg.st = st
+	l.segs = append(l.segs, next)
+	l.dirGen++
+	l.logger.Debug("rolled segment", "dir", l.opts.Dir, "sealed_base", seg.base, "new_base", next.base, "sealed_bytes", st.size)
+	return nil
+}
+
+// Sync makes everything appended before it started durable and returns the
+// durable end offset (exclusive).
+func (l *Log) Sync() (int64, error) {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return 0, ErrClosed
+	}
+	if l.err != nil {
+		err := l.err
+		l.mu.RUnlock()
+		return 0, fmt.Errorf("sync %s: log failed earlier: %w", l.opts.Dir, err)
+	}
+	target, durable, seg := l.end, l.durable, l.active()
+	dirGen, dirSynced := l.dirGen, l.dirSynced
+	l.mu.RUnlock()
+
+	if target == durable && dirGen == dirSynced {
+		return durable, nil
+	}
+	if l.opts.beforeFsync != nil {
+		l.opts.beforeFsync()
+	}
+	var err error
+	if l.opts.Fsync {
+		// Only the segment that was active at the start needs an fsync:
+		// segments rolled before were fsynced when they were sealed. The
+		// active segment's indexes are rebuilt by recovery.
+		if target > durable {
+			if serr := seg.log.Sync(); serr != nil {
+				err = fmt.Errorf("fsync %s: %w", seg.log.Name(), serr)
+			}
+		}
+		if err == nil && dirGen != dirSynced {
+			err = syncDir(l.opts.Dir)
+		}
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		// After a failed fsync the kernel may have dropped the dirty pages,
+		// so a later fsync succeeding proves nothing.
+		l.err = err
+		return l.durable, fmt.Errorf("sync %s: %w", l.opts.Dir, err)
+	}
+	l.durable = max(l.durable, target)
+	l.dirSynced = max(l.dirSynced, dirGen)
+	return l.durable, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// LogStartOffset is the base offset of the first segment.
+func (l *Log) LogStartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segs[0].base
+}
+
+// LogEndOffset is the next offset to assign.
+func (l *Log) LogEndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.end
+}
+
+// DurableEnd is the end (exclusive) of what the last successful Sync made
+// durable.
+func (l *Log) DurableEnd() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.durable
+}
+
+// Segments returns the number of segment files.
+func (l *Log) Segments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
+// Close writes the active segment's indexes, fsyncs it when Fsync is set and
+// closes all files. Reads in flight fail with ErrClosed.
+func (l *Log) Close() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+
+	var errs []error
+	seg := l.active()
+	if l.err == nil {
+		// Recovery rebuilds the active indexes anyway; writing them keeps the
+		// directory complete for tools that read Kafka's layout.
+		if err := seg.writeIndexes(&seg.st); err != nil {
+			errs = append(errs, err)
+		} else if l.opts.Fsync {
+			if err := seg.syncAll(); err != nil {
+				errs = append(errs, err)
+			} else if err := syncDir(l.opts.Dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, s := range l.segs {
+		if err := s.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close log %s: %w", l.opts.Dir, err)
+	}
+	return nil
+}
+
+// segView is a consistent copy of a segment's state for lock-free reading:
+// bytes below size and index entries below the counts never change.
+type segView struct {
+	seg *segment
+	segState
+}
+
+func (v *segView) offsetIndex() indexView {
+	return indexView{f: v.seg.idx, mem: v.idxMem, n: v.idxN, width: offsetEntrySize}
+}
+
+func (v *segView) timeIndex() indexView {
+	return indexView{f: v.seg.tidx, mem: v.tidxMem, n: v.tidxN, width: timeEntrySize}
+}
+
+// snapshot returns views of the segments from the one that would contain
+// offset through the active one, plus the log start and end.
+func (l *Log) snapshot(offset int64) (views []segView, start, end int64, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil, 0, 0, ErrClosed
+	}
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
+	i = max(i, 0)
+	views = make([]segView, 0, len(l.segs)-i)
+	for _, s := range l.segs[i:] {
+		views = append(views, segView{seg: s, segState: s.st})
+	}
+	return views, l.segs[0].base, l.end, nil
+}

@@ -1,0 +1,397 @@
+package segment
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Open opens or creates the partition log in opts.Dir and recovers it: the
+// active segment is checked batch by batch and a torn or corrupt tail is
+// truncated. Everything on disk afterwards counts as durable.
+func Open(opts Options) (*Log, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("open log: no directory")
+	}
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = DefaultSegmentBytes
+	}
+	// Index entries store file positions in 32 bits.
+	opts.SegmentBytes = min(opts.SegmentBytes, math.MaxInt32)
+	if opts.SegmentMs <= 0 {
+		opts.SegmentMs = DefaultSegmentMs
+	}
+	if opts.IndexIntervalBytes <= 0 {
+		opts.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if opts.now == nil {
+		opts.now = time.Now
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	if err := checkTopicID(opts); err != nil {
+		return nil, err
+	}
+	l := &Log{opts: opts, logger: logger}
+	if err := l.recover(); err != nil {
+		for _, s := range l.segs {
+			_ = s.close()
+		}
+		return nil, fmt.Errorf("open log %s: %w", opts.Dir, err)
+	}
+	l.end = l.active().st.end
+	l.durable = l.end
+	return l, nil
+}
+
+func checkTopicID(opts Options) error {
+	id, err := ReadPartitionMetadata(opts.Dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if opts.TopicID == "" {
+			return nil
+		}
+		if err := writePartitionMetadata(opts.Dir, opts.TopicID, opts.Fsync); err != nil {
+			return fmt.Errorf("open log %s: %w", opts.Dir, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("open log %s: %w", opts.Dir, err)
+	case opts.TopicID != "" && id != opts.TopicID:
+		return fmt.Errorf("open log %s: %w: directory has %s, want %s", opts.Dir, ErrTopicIDMismatch, id, opts.TopicID)
+	}
+	return nil
+}
+
+// parseSegmentName splits "<20 digits><ext>" for the segment file kinds.
+func parseSegmentName(name string) (base int64, ext string, ok bool) {
+	if len(name) <= 20 {
+		return 0, "", false
+	}
+	ext = name[20:]
+	if ext != extLog && ext != extIndex && ext != extTimeIndex {
+		return 0, "", false
+	}
+	for _, c := range name[:20] {
+		if c < '0' || c > '9' {
+			return 0, "", false
+		}
+	}
+	base, err := strconv.ParseInt(name[:20], 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return base, ext, true
+}
+
+func (l *Log) recover() error {
+	dir := l.opts.Dir
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("list directory: %w", err)
+	}
+	var bases []int64
+	hasLog := map[int64]bool{}
+	var indexes []string
+	for _, e := range entries {
+		name := e.Name()
+		if name == metadataTmp {
+			// Left by a crash while writing; the real file is intact or absent.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("remove %s: %w", name, err)
+			}
+			continue
+		}
+		base, ext, ok := parseSegmentName(name)
+		if !ok || e.IsDir() {
+			continue
+		}
+		if ext == extLog {
+			bases = append(bases, base)
+			hasLog[base] = true
+		} else {
+			indexes = append(indexes, name)
+		}
+	}
+	changed := false
+	for _, name := range indexes {
+		if base, _, _ := parseSegmentName(name); !hasLog[base] {
+			l.logger.Warn("removing index without segment", "dir", dir, "file", name)
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("remove stray index: %w", err)
+			}
+			changed = true
+		}
+	}
+	slices.Sort(bases)
+
+	// Empty segments hold nothing, and an empty one in the middle would
+	// break the rule that each segment starts where the previous ends. One
+	// is left behind by a crash right after a roll. Keep one only if the log
+	// is empty, so the log start offset survives.
+	var kept []int64
+	sizes := map[int64]int64{}
+	for _, base := range bases {
+		fi, err := os.Stat(segmentPath(dir, base, extLog))
+		if err != nil {
+			return fmt.Errorf("stat segment: %w", err)
+		}
+		sizes[base] = fi.Size()
+		if fi.Size() > 0 {
+			kept = append(kept, base)
+		}
+	}
+	allEmpty := len(kept) == 0 && len(bases) > 0
+	if allEmpty {
+		kept = bases[:1]
+	}
+	for i, base := range bases {
+		if sizes[base] > 0 || (allEmpty && i == 0) {
+			continue
+		}
+		l.logger.Info("removing empty segment", "dir", dir, "base_offset", base)
+		for _, ext := range []string{extLog, extIndex, extTimeIndex} {
+			if err := os.Remove(segmentPath(dir, base, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove empty segment: %w", err)
+			}
+		}
+		changed = true
+	}
+
+	if len(kept) == 0 {
+		s, err := createSegment(dir, 0)
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+		changed = true
+	} else {
+		for i, base := range kept[:len(kept)-1] {
+			s, rebuilt, err := l.openSealed(base, sizes[base], kept[i+1])
+			if s != nil {
+				l.segs = append(l.segs, s)
+			}
+			if err != nil {
+				return err
+			}
+			changed = changed || rebuilt
+		}
+		last := kept[len(kept)-1]
+		s, err := l.recoverActive(last, sizes[last])
+		if s != nil {
+			l.segs = append(l.segs, s)
+		}
+		if err != nil {
+			return err
+		}
+		changed = true // the active indexes were rewritten
+	}
+	if changed && l.opts.Fsync {
+		return syncDir(dir)
+	}
+	return nil
+}
+
+func openIndexes(s *segment) error {
+	var err error
+	if s.idx, err = os.OpenFile(segmentPath(filepath.Dir(s.log.Name()), s.base, extIndex), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		return fmt.Errorf("open index: %w", err)
+	}
+	if s.tidx, err = os.OpenFile(segmentPath(filepath.Dir(s.log.Name()), s.base, extTimeIndex), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		return fmt.Errorf("open time index: %w", err)
+	}
+	return nil
+}
+
+// openSealed opens a segment that is not the last one. Its data was fsynced
+// when it was rolled, so it is trusted; its indexes are rebuilt only when
+// they are missing or do not look like index files.
+func (l *Log) openSealed(base, size, nextBase int64) (s *segment, rebuilt bool, err error) {
+	s = &segment{base: base}
+	if s.log, err = os.Open(segmentPath(l.opts.Dir, base, extLog)); err != nil {
+		return nil, false, fmt.Errorf("open segment: %w", err)
+	}
+	if err := openIndexes(s); err != nil {
+		return s, false, err
+	}
+	st, ok, err := loadSealedIndexes(s, size, nextBase)
+	if err != nil {
+		return s, false, err
+	}
+	if !ok {
+		l.logger.Info("rebuilding indexes of sealed segment", "dir", l.opts.Dir, "base_offset", base)
+		if st, err = l.rebuildSealed(s, size, nextBase); err != nil {
+			return s, false, err
+		}
+		rebuilt = true
+	}
+	st.idxMem, st.tidxMem, st.sealed = nil, nil, true
+	s.st = st
+	return s, rebuilt, nil
+}
+
+func loadSealedIndexes(s *segment, size, nextBase int64) (segState, bool, error) {
+	st := newSegState(s.base)
+	st.size, st.end = size, nextBase
+	idxInfo, err := s.idx.Stat()
+	if err != nil {
+		return st, false, fmt.Errorf("stat index: %w", err)
+	}
+	tidxInfo, err := s.tidx.Stat()
+	if err != nil {
+		return st, false, fmt.Errorf("stat time index: %w", err)
+	}
+	if idxInfo.Size() == 0 || idxInfo.Size()%offsetEntrySize != 0 ||
+		tidxInfo.Size() == 0 || tidxInfo.Size()%timeEntrySize != 0 {
+		return st, false, nil
+	}
+	st.idxN = int(idxInfo.Size() / offsetEntrySize)
+	st.tidxN = int(tidxInfo.Size() / timeEntrySize)
+	var e [timeEntrySize]byte
+	if _, err := s.idx.ReadAt(e[:offsetEntrySize], idxInfo.Size()-offsetEntrySize); err != nil {
+		return st, false, fmt.Errorf("read index %s: %w", s.idx.Name(), err)
+	}
+	rel, pos := int64(binary.BigEndian.Uint32(e[:])), int64(binary.BigEndian.Uint32(e[4:]))
+	if rel >= nextBase-s.base || pos >= size {
+		return st, false, nil
+	}
+	if _, err := s.tidx.ReadAt(e[:], tidxInfo.Size()-timeEntrySize); err != nil {
+		return st, false, fmt.Errorf("read time index %s: %w", s.tidx.Name(), err)
+	}
+	ts, rel := int64(binary.BigEndian.Uint64(e[:])), int64(binary.BigEndian.Uint32(e[8:]))
+	if rel >= nextBase-s.base {
+		return st, false, nil
+	}
+	st.maxTs, st.maxTsOffset, st.lastIndexedTs = ts, s.base+rel, ts
+	return st, true, nil
+}
+
+// rebuildSealed recreates a sealed segment's indexes from its batch headers.
+func (l *Log) rebuildSealed(s *segment, size, nextBase int64) (segState, error) {
+	st := newSegState(s.base)
+	w := newHeaderWalker(s.log, 0, size)
+	for {
+		h, pos, err := w.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return st, fmt.Errorf("rebuild indexes: %w", err)
+		}
+		st.addBatch(s.base, h, pos, l.opts.IndexIntervalBytes)
+	}
+	st.addTimeEntry(s.base)
+	if st.end != nextBase {
+		l.logger.Warn("sealed segment does not end where the next begins",
+			"dir", l.opts.Dir, "base_offset", s.base, "end_offset", st.end, "next_base_offset", nextBase)
+	}
+	st.end = nextBase
+	if err := s.writeIndexes(&st); err != nil {
+		return st, err
+	}
+	if l.opts.Fsync {
+		if err := s.syncAll(); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// recoverActive scans the last segment, truncates it after the last batch
+// that is whole, intact and in sequence, and rebuilds its indexes.
+func (l *Log) recoverActive(base, size int64) (*segment, error) {
+	s := &segment{base: base}
+	var err error
+	if s.log, err = os.OpenFile(segmentPath(l.opts.Dir, base, extLog), os.O_RDWR, 0); err != nil {
+		return nil, fmt.Errorf("open segment: %w", err)
+	}
+	if err := openIndexes(s); err != nil {
+		return s, err
+	}
+	st := newSegState(base)
+	r := bufio.NewReaderSize(io.NewSectionReader(s.log, 0, size), 1<<20)
+	buf := make([]byte, HeaderSize)
+	firstMaxTs := int64(-1)
+	var reason error
+	for st.size < size {
+		if size-st.size < HeaderSize {
+			reason = fmt.Errorf("partial header of %d bytes", size-st.size)
+			break
+		}
+		if _, err := io.ReadFull(r, buf[:HeaderSize]); err != nil {
+			return s, fmt.Errorf("read %s at %d: %w", s.log.Name(), st.size, err)
+		}
+		h, err := ParseBatchHeader(buf[:HeaderSize])
+		if err != nil {
+			reason = err
+			break
+		}
+		// Check the length before reading so a garbage length cannot make
+		// us allocate gigabytes.
+		if int64(h.Length) > size-st.size {
+			reason = fmt.Errorf("batch of %d bytes with %d bytes left", h.Length, size-st.size)
+			break
+		}
+		buf = slices.Grow(buf[:HeaderSize], int(h.Length)-HeaderSize)[:h.Length]
+		if _, err := io.ReadFull(r, buf[HeaderSize:]); err != nil {
+			return s, fmt.Errorf("read %s at %d: %w", s.log.Name(), st.size, err)
+		}
+		if _, err := ValidateBatch(buf); err != nil {
+			reason = err
+			break
+		}
+		if h.BaseOffset != st.end {
+			reason = fmt.Errorf("batch base offset %d, expected %d", h.BaseOffset, st.end)
+			break
+		}
+		if st.size == 0 {
+			firstMaxTs = h.MaxTimestamp
+		}
+		st.addBatch(base, h, st.size, l.opts.IndexIntervalBytes)
+	}
+	if st.size < size {
+		l.logger.Warn("truncating torn or corrupt segment tail",
+			"dir", l.opts.Dir, "segment", filepath.Base(s.log.Name()), "position", st.size,
+			"bytes_dropped", size-st.size, "reason", reason.Error())
+		if err := s.log.Truncate(st.size); err != nil {
+			return s, fmt.Errorf("truncate %s: %w", s.log.Name(), err)
+		}
+		if l.opts.Fsync {
+			if err := s.log.Sync(); err != nil {
+				return s, fmt.Errorf("fsync %s: %w", s.log.Name(), err)
+			}
+		}
+	}
+	if st.size > 0 {
+		// The wall clock of the first append is gone; like Kafka, age the
+		// segment by its first batch's timestamp, but never from the future.
+		now := l.opts.now()
+		st.created = now
+		if firstMaxTs > 0 {
+			st.created = time.UnixMilli(firstMaxTs)
+			if st.created.After(now) {
+				st.created = now
+			}
+		}
+	}
+	if err := s.writeIndexes(&st); err != nil {
+		return s, err
+	}
+	s.st = st
+	return s, nil
+}

@@ -1,0 +1,115 @@
+// kafgres-broker serves the Kafka protocol for one Postgres instance. The
+// kafgres supervisor background worker starts it with flags built from the
+// kafgres.* settings; it can also run standalone for development and tests.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/kafgres/kafgres/broker"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "kafgres-broker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		cfg        broker.Config
+		advPort    int
+		partitions int
+		liveFD     int
+		level      slog.Level
+	)
+	flag.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:9092", "host:port of the Kafka listener")
+	flag.StringVar(&cfg.AdvertisedHost, "advertised-host", "", "host given to clients in Metadata (default: listen host)")
+	flag.IntVar(&advPort, "advertised-port", 0, "port given to clients in Metadata (default: listen port)")
+	flag.StringVar(&cfg.DataDir, "data-dir", "", "directory of the segment log")
+	flag.StringVar(&cfg.DSN, "dsn", "", "connection string of the Postgres database holding the kafgres extension")
+	flag.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", true, "create unknown topics on Metadata requests")
+	flag.IntVar(&partitions, "default-partitions", 1, "partitions of auto-created topics")
+	flag.BoolVar(&cfg.Fsync, "fsync", true, "fsync the log before acknowledging produces")
+	flag.IntVar(&liveFD, "liveness-fd", -1, "exit when this inherited fd reaches EOF (set by the supervisor)")
+	flag.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
+	flag.Parse()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	host, port, err := net.SplitHostPort(cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", cfg.ListenAddr, err)
+	}
+	if cfg.AdvertisedHost == "" {
+		cfg.AdvertisedHost = advertisable(host)
+	}
+	if advPort == 0 {
+		if advPort, err = strconv.Atoi(port); err != nil {
+			return fmt.Errorf("--listen port %q: %w", port, err)
+		}
+	}
+	cfg.AdvertisedPort = int32(advPort)
+	cfg.DefaultPartition = int32(partitions)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if liveFD >= 0 {
+		ctx = watchLiveness(ctx, liveFD, log)
+	}
+
+	b, err := broker.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.WritePIDFile(); err != nil {
+		return err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	}
+	log.Info("serving Kafka", "listen", cfg.ListenAddr, "advertised", net.JoinHostPort(cfg.AdvertisedHost, strconv.Itoa(advPort)), "data_dir", cfg.DataDir, "fsync", cfg.Fsync)
+	err = b.Serve(ctx, ln)
+	if err == nil && ctx.Err() != nil {
+		log.Info("shutting down", "reason", context.Cause(ctx))
+	}
+	return err
+}
+
+// advertisable turns a wildcard listen host into one a client can dial.
+func advertisable(host string) string {
+	if host != "" && host != "0.0.0.0" && host != "::" {
+		return host
+	}
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "localhost"
+}
+
+var errSupervisorGone = errors.New("supervisor gone (liveness pipe closed)")
+
+// watchLiveness cancels the returned context when the supervisor's end of
+// the liveness pipe closes: the supervisor died or Postgres is going away.
+func watchLiveness(parent context.Context, fd int, log *slog.Logger) context.Context {
+	ctx, cancel := context.WithCancelCause(parent)
+	f := os.NewFile(uintptr(fd), "liveness")
+	go func() {
+		_, err := io.Copy(io.Discard, f)
+		log.Info("liveness pipe closed", "err", err)
+		cancel(errSupervisorGone)
+	}()
+	return ctx
+}

@@ -1,0 +1,147 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafgres.c
+ *	  Entry point of the kafgres library: settings and the supervisor.
+ *
+ * The library is meant to be listed in shared_preload_libraries.  Loaded
+ * that way it starts the "kafgres supervisor" background worker, which runs
+ * the Kafka-protocol broker (kafgres-broker) as a child process.  Loaded any
+ * other way it only defines the kafgres.* settings, so that SHOW and
+ * current_setting() work in sessions, but it starts nothing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+#include "kafgres.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/* GUC variables; see docs/configuration.md */
+char	   *kafgres_listen_address = NULL;
+int			kafgres_port = 9092;
+char	   *kafgres_advertised_host = NULL;
+int			kafgres_advertised_port = 0;
+char	   *kafgres_data_directory = NULL;
+char	   *kafgres_database = NULL;
+char	   *kafgres_role = NULL;
+char	   *kafgres_broker_path = NULL;
+bool		kafgres_auto_create_topics = true;
+int			kafgres_default_partitions = 1;
+bool		kafgres_fsync = true;
+
+void
+_PG_init(void)
+{
+	/*
+	 * Everything is PGC_SIGHUP: the supervisor re-reads the settings on
+	 * reload and restarts the broker if its command line changed, so none of
+	 * them needs a server restart.
+	 */
+	DefineCustomStringVariable("kafgres.listen_address",
+							   "Address the Kafka-protocol broker listens on.",
+							   "\"*\" or \"0.0.0.0\" means all interfaces.",
+							   &kafgres_listen_address,
+							   "127.0.0.1",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.port",
+							"TCP port the Kafka-protocol broker listens on.",
+							NULL,
+							&kafgres_port,
+							9092, 1, 65535,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.advertised_host",
+							   "Host name the broker tells Kafka clients to connect to.",
+							   "Empty means the listen address, or this machine's host name "
+							   "when listening on all interfaces.",
+							   &kafgres_advertised_host,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.advertised_port",
+							"Port the broker tells Kafka clients to connect to.",
+							"0 means kafgres.port.",
+							&kafgres_advertised_port,
+							0, 0, 65535,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.data_directory",
+							   "Directory holding the broker's segment log.",
+							   "Empty means \"kafgres\" inside the data directory; "
+							   "a relative path is taken relative to the data directory.",
+							   &kafgres_data_directory,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.database",
+							   "Database in which the kafgres extension is installed.",
+							   NULL,
+							   &kafgres_database,
+							   "postgres",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.role",
+							   "Role the broker connects to PostgreSQL as.",
+							   "Empty means the bootstrap superuser.",
+							   &kafgres_role,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.broker_path",
+							   "Path of the kafgres-broker executable.",
+							   "Empty means kafgres-broker in PostgreSQL's bin directory.",
+							   &kafgres_broker_path,
+							   "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("kafgres.auto_create_topics",
+							 "Create unknown topics when clients first use them.",
+							 NULL,
+							 &kafgres_auto_create_topics,
+							 true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.default_partitions",
+							"Number of partitions of topics created without an explicit count.",
+							NULL,
+							&kafgres_default_partitions,
+							1, 1, 10000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("kafgres.fsync",
+							 "Acknowledge produced records only once they are flushed to disk.",
+							 "Turning this off risks losing acknowledged records "
+							 "if the machine crashes.",
+							 &kafgres_fsync,
+							 true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("kafgres");
+
+	/*
+	 * Only the postmaster can register a background worker that is started
+	 * with the server; a library loaded later (LOAD, session_preload) must
+	 * not try.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		kafgres_register_supervisor();
+}

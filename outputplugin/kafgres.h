@@ -1,0 +1,31 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafgres.h
+ *	  Settings shared between the kafgres library's parts.
+ *
+ * The kafgres.* GUCs are defined in kafgres.c and read by the supervisor
+ * background worker (supervisor.c), which turns them into the broker's
+ * command line.  See docs/configuration.md for what each one does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KAFGRES_H
+#define KAFGRES_H
+
+extern char *kafgres_listen_address;
+extern int	kafgres_port;
+extern char *kafgres_advertised_host;
+extern int	kafgres_advertised_port;
+extern char *kafgres_data_directory;
+extern char *kafgres_database;
+extern char *kafgres_role;
+extern char *kafgres_broker_path;
+extern bool kafgres_auto_create_topics;
+extern int	kafgres_default_partitions;
+extern bool kafgres_fsync;
+
+/* supervisor.c */
+extern void kafgres_register_supervisor(void);
+extern PGDLLEXPORT void kafgres_supervisor_main(Datum main_arg);
+
+#endif							/* KAFGRES_H */

@@ -1,0 +1,206 @@
+// Package harness starts real Postgres clusters with kafgres preloaded for
+// the integration tests, using the same tests/pgcluster.sh that `make run`
+// uses. Nothing is mocked: the supervisor starts the installed broker and
+// clients talk to it over TCP.
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Cluster is one Postgres cluster with its supervised broker.
+type Cluster struct {
+	Dir       string // cluster home: pgdata/, run/, postgres.log
+	PGPort    int
+	KafkaPort int
+	Addr      string // broker address for Kafka clients
+	conf      string
+}
+
+// Script is the path of tests/pgcluster.sh.
+func Script() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "pgcluster.sh")
+}
+
+// RepoRoot is the top of the checkout.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// FreePort returns a TCP port nothing listens on right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Start creates and starts a cluster in a fresh directory; extra lines are
+// appended to its postgresql.conf. The cluster is stopped and removed when
+// the test ends.
+func Start(t testing.TB, extraConf ...string) *Cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kafgres-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Dir: dir, PGPort: FreePort(t), KafkaPort: FreePort(t), conf: strings.Join(extraConf, "\n")}
+	c.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.KafkaPort))
+	t.Cleanup(func() {
+		c.script(t, "stop")
+		if !t.Failed() || os.Getenv("KAFGRES_KEEP") == "" {
+			os.RemoveAll(dir)
+		}
+	})
+	if out, err := c.run("start", strconv.Itoa(c.PGPort), strconv.Itoa(c.KafkaPort)); err != nil {
+		t.Fatalf("start cluster: %v\n%s", err, out)
+	}
+	return c
+}
+
+func (c *Cluster) run(args ...string) (string, error) {
+	cmd := exec.Command("bash", append([]string{Script(), args[0], c.Dir}, args[1:]...)...)
+	cmd.Env = append(os.Environ(), "KAFGRES_PG_CONF="+c.conf)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c *Cluster) script(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := c.run(args...)
+	if err != nil {
+		t.Fatalf("pgcluster.sh %s: %v\n%s", args[0], err, out)
+	}
+	return out
+}
+
+// StartPG starts Postgres again after StopPG and waits for the broker.
+func (c *Cluster) StartPG(t testing.TB) {
+	t.Helper()
+	c.script(t, "start", strconv.Itoa(c.PGPort), strconv.Itoa(c.KafkaPort))
+}
+
+// StopPG stops Postgres with pg_ctl stop -m mode.
+func (c *Cluster) StopPG(t testing.TB, mode string) {
+	t.Helper()
+	pgctl := exec.Command("bash", "-c", fmt.Sprintf(`cd / && runuser -u postgres -- "$(pg_config --bindir)/pg_ctl" stop -D %q -m %s -w`, filepath.Join(c.Dir, "pgdata"), mode))
+	if os.Geteuid() != 0 {
+		pgctl = exec.Command("bash", "-c", fmt.Sprintf(`"$(pg_config --bindir)/pg_ctl" stop -D %q -m %s -w`, filepath.Join(c.Dir, "pgdata"), mode))
+	}
+	if out, err := pgctl.CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// DSN connects as the postgres superuser over the cluster's socket.
+func (c *Cluster) DSN() string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", filepath.Join(c.Dir, "run"), c.PGPort)
+}
+
+// Conn opens a connection closed at the end of the test.
+func (c *Cluster) Conn(t testing.TB) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.DSN())
+	if err != nil {
+		t.Fatalf("connect to Postgres: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// Exec runs one statement.
+func (c *Cluster) Exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	conn := c.Conn(t)
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// CreateTopic creates a topic through SQL.
+func (c *Cluster) CreateTopic(t testing.TB, name string, partitions int) {
+	t.Helper()
+	c.Exec(t, "SELECT kafgres_create_topic($1, $2)", name, partitions)
+}
+
+// DataDir is the broker's log directory (kafgres.data_directory default).
+func (c *Cluster) DataDir() string { return filepath.Join(c.Dir, "pgdata", "kafgres") }
+
+// BrokerPID is the pid of the running broker, from its pid file.
+func (c *Cluster) BrokerPID(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.DataDir(), "broker.pid"))
+	if err != nil {
+		t.Fatalf("read broker pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("parse broker pid: %v", err)
+	}
+	return pid
+}
+
+// KillBroker sends SIGKILL to the broker and returns its pid.
+func (c *Cluster) KillBroker(t testing.TB) int {
+	t.Helper()
+	pid := c.BrokerPID(t)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill broker %d: %v", pid, err)
+	}
+	return pid
+}
+
+// WaitBroker waits until a broker other than notPID serves the port.
+func (c *Cluster) WaitBroker(t testing.TB, notPID int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(filepath.Join(c.DataDir(), "broker.pid")); err == nil {
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if pid != notPID && PortOpen(c.Addr) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("broker did not come back on %s within %v\n%s", c.Addr, timeout, c.LogTail())
+}
+
+// PortOpen reports whether something accepts TCP connections on addr.
+func PortOpen(addr string) bool {
+	nc, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	nc.Close()
+	return true
+}
+
+// LogTail is the end of the Postgres log (which holds the broker's too).
+func (c *Cluster) LogTail() string {
+	b, _ := os.ReadFile(filepath.Join(c.Dir, "postgres.log"))
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
