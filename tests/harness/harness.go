@@ -204,3 +204,32 @@ func (c *Cluster) LogTail() string {
 	}
 	return string(b)
 }
+
+// KillPostgres sends SIGKILL to the postmaster (as a crash would), which
+// takes the supervisor and, through its liveness pipe, the broker with it.
+func (c *Cluster) KillPostgres(t testing.TB) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, "pgdata", "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("read postmaster.pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	if err != nil {
+		t.Fatalf("parse postmaster.pid: %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill postmaster %d: %v", pid, err)
+	}
+}
+
+// WaitPortClosed waits until nothing accepts connections on addr.
+func WaitPortClosed(t testing.TB, addr string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for PortOpen(addr) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still open after %v", addr, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

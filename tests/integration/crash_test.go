@@ -20,6 +20,31 @@ import (
 // bytes at the same offset, with dense offsets and no duplicates.
 func TestKillBrokerDuringProduce(t *testing.T) {
 	c := harness.Start(t)
+	produceThroughCrashes(t, c, func(k int) {
+		old := c.KillBroker(t)
+		start := time.Now()
+		c.WaitBroker(t, old, 15*time.Second)
+		t.Logf("kill %d: broker %d replaced in %v", k+1, old, time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// TestKillPostgresDuringProduce: the same with SIGKILL of the postmaster.
+// The broker must go with it (liveness pipe), and come back with every
+// acknowledged record once Postgres has recovered.
+func TestKillPostgresDuringProduce(t *testing.T) {
+	c := harness.Start(t)
+	produceThroughCrashes(t, c, func(k int) {
+		old := c.BrokerPID(t)
+		c.KillPostgres(t)
+		harness.WaitPortClosed(t, c.Addr, 10*time.Second)
+		time.Sleep(300 * time.Millisecond) // let the producer hit the outage
+		c.StartPG(t)
+		c.WaitBroker(t, old, 15*time.Second)
+		t.Logf("postgres kill %d: broker back", k+1)
+	})
+}
+
+func produceThroughCrashes(t *testing.T, c *harness.Cluster, crash func(k int)) {
 	c.CreateTopic(t, "crash", 3)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.DefaultProduceTopic("crash"),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
@@ -29,51 +54,49 @@ func TestKillBrokerDuringProduce(t *testing.T) {
 	defer cl.Close()
 
 	var (
-		mu      sync.Mutex
-		acked   = map[tpo]produced{}
-		perr    error
-		wg      sync.WaitGroup
-		killing atomic.Bool
+		mu       sync.Mutex
+		acked    = map[tpo]produced{}
+		perr     error
+		wg       sync.WaitGroup
+		crashing atomic.Bool
+		n        int
 	)
-	killing.Store(true)
-	killsDone := make(chan struct{})
-	go func() {
-		defer close(killsDone)
-		defer killing.Store(false)
-		for k := 0; k < 3; k++ {
-			time.Sleep(time.Duration(500+300*k) * time.Millisecond)
-			old := c.KillBroker(t)
-			start := time.Now()
-			c.WaitBroker(t, old, 15*time.Second)
-			t.Logf("kill %d: broker %d replaced in %v", k+1, old, time.Since(start).Round(time.Millisecond))
-		}
-	}()
-
+	// The producer runs beside the test goroutine, which does the crashing
+	// (the harness may fail the test, which only that goroutine may do).
+	crashing.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	n := 0
-	for killing.Load() || n < 5000 {
-		p := produced{key: []byte(fmt.Sprint(n % 50)), value: []byte(fmt.Sprintf("value-%08d", n))}
-		wg.Add(1)
-		cl.Produce(ctx, &kgo.Record{Key: p.key, Value: p.value}, func(r *kgo.Record, err error) {
-			defer wg.Done()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				perr = err
-				return
+	producing := make(chan struct{})
+	go func() {
+		defer close(producing)
+		for crashing.Load() || n < 5000 {
+			p := produced{key: []byte(fmt.Sprint(n % 50)), value: []byte(fmt.Sprintf("value-%08d", n))}
+			wg.Add(1)
+			cl.Produce(ctx, &kgo.Record{Key: p.key, Value: p.value}, func(r *kgo.Record, err error) {
+				defer wg.Done()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					perr = err
+					return
+				}
+				if _, dup := acked[tpo{r.Partition, r.Offset}]; dup {
+					perr = fmt.Errorf("offset %d/%d acknowledged twice", r.Partition, r.Offset)
+				}
+				acked[tpo{r.Partition, r.Offset}] = p
+			})
+			n++
+			if n%200 == 0 {
+				time.Sleep(10 * time.Millisecond) // spread the stream over the crashes
 			}
-			if _, dup := acked[tpo{r.Partition, r.Offset}]; dup {
-				perr = fmt.Errorf("offset %d/%d acknowledged twice", r.Partition, r.Offset)
-			}
-			acked[tpo{r.Partition, r.Offset}] = p
-		})
-		n++
-		if n%200 == 0 {
-			time.Sleep(10 * time.Millisecond) // spread the stream over the kills
 		}
+	}()
+	for k := 0; k < 3; k++ {
+		time.Sleep(time.Duration(500+300*k) * time.Millisecond)
+		crash(k)
 	}
-	<-killsDone
+	crashing.Store(false)
+	<-producing
 	wg.Wait()
 	if perr != nil {
 		t.Fatalf("produce: %v", perr)
@@ -81,7 +104,7 @@ func TestKillBrokerDuringProduce(t *testing.T) {
 	if len(acked) != n {
 		t.Fatalf("%d acknowledged of %d produced", len(acked), n)
 	}
-	t.Logf("%d records acknowledged across 3 broker kills", n)
+	t.Logf("%d records acknowledged across 3 crashes", n)
 	// consumeAll fails on any record that was not acknowledged at its offset,
 	// so dense offsets and no duplicates follow from reading exactly n.
 	consumeAll(t, c.Addr, "crash", acked)

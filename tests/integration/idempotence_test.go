@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kafgres/kafgres/tests/harness"
 )
@@ -45,7 +46,11 @@ type rawClient struct {
 }
 
 func newRaw(t *testing.T, addr string) *rawClient {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0))
+	// Produce v12 addresses topics by name, which keeps the helpers simple;
+	// kgo would otherwise pick v13 (topic ids).
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(0, 12)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.MaxVersions(versions))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +61,6 @@ func newRaw(t *testing.T, addr string) *rawClient {
 func (r *rawClient) produce(topic string, records []byte) (int16, int64) {
 	r.t.Helper()
 	req := kmsg.NewPtrProduceRequest()
-	req.Version = 9 // names, not ids, so the helper stays simple
 	req.Acks, req.TimeoutMillis = -1, 5000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
@@ -72,6 +76,19 @@ func (r *rawClient) produce(topic string, records []byte) (int16, int64) {
 	}
 	p := resp.Topics[0].Partitions[0]
 	return p.ErrorCode, p.BaseOffset
+}
+
+func (r *rawClient) topicID(topic string) [16]byte {
+	r.t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), r.cl)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		r.t.Fatalf("metadata for %s: %v", topic, err)
+	}
+	return resp.Topics[0].TopicID
 }
 
 func (r *rawClient) initProducerID() int64 {
