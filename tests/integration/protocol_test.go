@@ -25,7 +25,7 @@ func TestFetchLongPollWokenByAppend(t *testing.T) {
 	r := newRaw(t, c.Addr)
 
 	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 10_000, 1, 1 << 20
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 10_000, 1, 1<<20
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic, rt.TopicID = "poll", r.topicID("poll") // kgo sends Fetch v13+: ids
 	rp := kmsg.NewFetchRequestTopicPartition()
