@@ -20,11 +20,15 @@ type mirror struct {
 	interval time.Duration
 	log      *slog.Logger
 
-	mu    sync.Mutex
-	dirty map[*partition]struct{}
+	mu        sync.Mutex
+	dirty     map[*partition]struct{}
+	lsn       uint64 // highest delivered source LSN
+	lsnMirror uint64 // what kafgres.delivery holds
 
 	conn *pgx.Conn // dedicated, so its session keeps synchronous_commit=off
 }
+
+const sqlDelivered = `UPDATE kafgres.delivery SET applied_lsn = $1::text::pg_lsn WHERE applied_lsn < $1::text::pg_lsn`
 
 const sqlMirror = `
 UPDATE kafgres.partition p
@@ -35,6 +39,12 @@ WHERE p.topic_id = u.topic_id AND p.partition = u.part
 
 func newMirror(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger) *mirror {
 	return &mirror{pool: pool, interval: interval, log: log, dirty: map[*partition]struct{}{}}
+}
+
+func (m *mirror) delivered(lsn uint64) {
+	m.mu.Lock()
+	m.lsn = max(m.lsn, lsn)
+	m.mu.Unlock()
 }
 
 func (m *mirror) mark(p *partition) {
@@ -61,7 +71,15 @@ func (m *mirror) flush(ctx context.Context) {
 	m.mu.Lock()
 	dirty := m.dirty
 	m.dirty = map[*partition]struct{}{}
+	lsn := m.lsn
 	m.mu.Unlock()
+	if lsn > m.lsnMirror {
+		if err := m.exec(ctx, sqlDelivered, lsnText(lsn)); err != nil {
+			m.log.Warn("mirror delivered LSN into Postgres", "err", err)
+		} else {
+			m.lsnMirror = lsn
+		}
+	}
 	if len(dirty) == 0 {
 		return
 	}
@@ -74,7 +92,7 @@ func (m *mirror) flush(ctx context.Context) {
 		hws = append(hws, p.highWatermark())
 		starts = append(starts, p.log.LogStartOffset())
 	}
-	if err := m.exec(ctx, ids, parts, hws, starts); err != nil {
+	if err := m.exec(ctx, sqlMirror, ids, parts, hws, starts); err != nil {
 		m.log.Warn("mirror log offsets into Postgres", "err", err)
 		m.mu.Lock()
 		for p := range dirty {
@@ -84,7 +102,10 @@ func (m *mirror) flush(ctx context.Context) {
 	}
 }
 
-func (m *mirror) exec(ctx context.Context, args ...any) error {
+// lsnText formats an LSN the way pg_lsn reads it.
+func lsnText(lsn uint64) string { return fmt.Sprintf("%X/%X", lsn>>32, uint32(lsn)) }
+
+func (m *mirror) exec(ctx context.Context, sql string, args ...any) error {
 	if m.conn == nil || m.conn.IsClosed() {
 		c, err := pgx.ConnectConfig(ctx, m.pool.Config().ConnConfig.Copy())
 		if err != nil {
@@ -96,7 +117,7 @@ func (m *mirror) exec(ctx context.Context, args ...any) error {
 		}
 		m.conn = c
 	}
-	if _, err := m.conn.Exec(ctx, sqlMirror, args...); err != nil {
+	if _, err := m.conn.Exec(ctx, sql, args...); err != nil {
 		m.conn.Close(ctx)
 		m.conn = nil
 		return err

@@ -2,6 +2,8 @@
  *
  * kafgres.c
  *	  Entry point of the kafgres library: settings and the supervisor.
+ *	  The library also holds the logical decoding output plugin (plugin.c)
+ *	  and kafgres_produce() (produce.c).
  *
  * The library is meant to be listed in shared_preload_libraries.  Loaded
  * that way it starts the "kafgres supervisor" background worker, which runs
@@ -16,6 +18,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 #include "kafgres.h"
 
@@ -35,6 +38,7 @@ char	   *kafgres_broker_path = NULL;
 bool		kafgres_auto_create_topics = true;
 int			kafgres_default_partitions = 1;
 bool		kafgres_fsync = true;
+int			kafgres_max_message_bytes = 1048588;
 
 void
 _PG_init(void)
@@ -134,6 +138,21 @@ _PG_init(void)
 							 true,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * Read by kafgres_produce() in the backends, not by the broker.  The
+	 * default is Kafka's max.message.bytes.  The upper bound keeps the
+	 * logical message, which carries the record plus a few bytes, within
+	 * what one palloc can hold.
+	 */
+	DefineCustomIntVariable("kafgres.max_message_bytes",
+							"Largest record kafgres_produce() accepts, as a Kafka record batch.",
+							"Kafka's max.message.bytes: key, value and headers plus "
+							"the record batch's overhead.",
+							&kafgres_max_message_bytes,
+							1048588, 1024, MaxAllocSize / 2,
+							PGC_SIGHUP, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("kafgres");
 

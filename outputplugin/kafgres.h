@@ -3,9 +3,10 @@
  * kafgres.h
  *	  Settings shared between the kafgres library's parts.
  *
- * The kafgres.* GUCs are defined in kafgres.c and read by the supervisor
- * background worker (supervisor.c), which turns them into the broker's
- * command line.  See docs/configuration.md for what each one does.
+ * The kafgres.* GUCs are defined in kafgres.c.  Most are read by the
+ * supervisor background worker (supervisor.c), which turns them into the
+ * broker's command line; kafgres_produce() (produce.c) reads a few in the
+ * backends.  See docs/configuration.md for what each one does.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,6 +24,7 @@ extern char *kafgres_broker_path;
 extern bool kafgres_auto_create_topics;
 extern int	kafgres_default_partitions;
 extern bool kafgres_fsync;
+extern int	kafgres_max_message_bytes;
 
 /* supervisor.c */
 extern void kafgres_register_supervisor(void);

@@ -120,6 +120,11 @@ cmd_start() {
 		echo "logging_collector = off"
 		echo "log_line_prefix = '%m [%p] %q%a '"
 		echo "kafgres.port = $kafkaport"
+		# Builds from 15.19 on only decode through listed output plugins.
+		# (grep without -q: with pipefail, an early exit would fail the pipe)
+		if "$PGBIN/postgres" --describe-config 2>/dev/null | grep '^output_plugin_libraries' >/dev/null; then
+			echo "output_plugin_libraries = 'pgoutput, test_decoding, kafgres'"
+		fi
 		if [ -n "${KAFGRES_PG_CONF:-}" ]; then
 			echo "# from KAFGRES_PG_CONF"
 			printf '%s\n' "$KAFGRES_PG_CONF"

@@ -17,6 +17,8 @@ import (
 	"syscall"
 
 	"github.com/kafgres/kafgres/broker"
+	"github.com/kafgres/kafgres/decoder"
+	"github.com/kafgres/kafgres/producer"
 )
 
 func main() {
@@ -81,7 +83,21 @@ func run() error {
 		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
 	}
 	log.Info("serving Kafka", "listen", cfg.ListenAddr, "advertised", net.JoinHostPort(cfg.AdvertisedHost, strconv.Itoa(advPort)), "data_dir", cfg.DataDir, "fsync", cfg.Fsync)
+
+	// SQL produce and CDC: the slot's stream, appended exactly once.
+	pctx, stopProducer := context.WithCancel(ctx)
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		dec := decoder.New(decoder.Config{DSN: cfg.DSN, Logger: log.With("component", "decoder")})
+		p := producer.New(dec, b, nil, log.With("component", "producer"))
+		if err := p.Run(pctx); err != nil {
+			log.Error("SQL produce stopped", "err", err)
+		}
+	}()
 	err = b.Serve(ctx, ln)
+	stopProducer()
+	<-produced
 	if err == nil && ctx.Err() != nil {
 		log.Info("shutting down", "reason", context.Cause(ctx))
 	}

@@ -15,20 +15,31 @@ func psqlCommand(c *harness.Cluster) string {
 	return fmt.Sprintf("psql -h %s -p %d -U postgres -d postgres", filepath.Join(c.Dir, "run"), c.PGPort)
 }
 
-// TestKcatDemo runs examples/kcat-demo.sh, which checks its own output.
-func TestKcatDemo(t *testing.T) {
-	c := harness.Start(t)
-	for run := 1; run <= 2; run++ { // the demo must be rerunnable
-		cmd := exec.Command("bash", filepath.Join(harness.RepoRoot(), "examples", "kcat-demo.sh"))
+// runExample runs a self-checking script of examples/ twice (they must be
+// rerunnable) against c.
+func runExample(t *testing.T, c *harness.Cluster, script string) {
+	t.Helper()
+	for run := 1; run <= 2; run++ {
+		cmd := exec.Command("bash", filepath.Join(harness.RepoRoot(), "examples", script))
 		cmd.Env = append(os.Environ(), "BROKER="+c.Addr, "PSQL="+psqlCommand(c))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("run %d: kcat demo failed: %v\n%s\n%s", run, err, out, c.LogTail())
+			t.Fatalf("run %d: %s failed: %v\n%s\n%s", run, script, err, out, c.LogTail())
 		}
 		if !strings.Contains(string(out), "all checks passed") {
-			t.Fatalf("run %d: demo did not finish:\n%s", run, out)
+			t.Fatalf("run %d: %s did not finish:\n%s", run, script, out)
 		}
 	}
+}
+
+// TestKcatDemo runs examples/kcat-demo.sh, which checks its own output.
+func TestKcatDemo(t *testing.T) {
+	runExample(t, harness.Start(t), "kcat-demo.sh")
+}
+
+// TestTransactionalProduceExample runs examples/transactional-produce.sh.
+func TestTransactionalProduceExample(t *testing.T) {
+	runExample(t, harness.Start(t), "transactional-produce.sh")
 }
 
 // TestKcatIdempotentProducer produces with librdkafka's idempotent producer

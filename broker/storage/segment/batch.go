@@ -15,6 +15,7 @@ var (
 	ErrUnsupportedMagic = errors.New("unsupported record batch magic")
 	ErrTopicIDMismatch  = errors.New("partition directory belongs to a different topic id")
 	ErrClosed           = errors.New("log closed")
+	ErrSourceOrder      = errors.New("source position goes backwards")
 )
 
 // Byte offsets of the fixed fields of a v2 record batch.

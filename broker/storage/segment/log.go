@@ -39,6 +39,14 @@ type Options struct {
 
 	now         func() time.Time // test hook for segment rolling by age
 	beforeFsync func()           // test hook: runs in Sync after it has chosen what to claim
+
+	// Test hooks for the order of durable writes in AppendSourced.
+	beforeBatchWrite func(base int64)     // runs before a batch's bytes are written
+	syncSourceIndex  func(*os.File) error // replaces the source index fsync
+
+	// sourceIndexMaxBytes is the size above which the source index is
+	// rewritten with only its tail; default defaultSourceIndexMaxBytes.
+	sourceIndexMaxBytes int64
 }
 
 // Log is one partition's segment log. Append, Sync and the readers may be
@@ -60,6 +68,8 @@ type Log struct {
 	dirSynced uint64     // dirGen covered by the last directory fsync
 	closed    bool
 	err       error // sticky: after a failed write or fsync the files are suspect
+
+	src sourceIndex // under mu
 }
 
 type segment struct {
@@ -198,32 +208,66 @@ func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
 // Append writes one validated v2 batch, stamping its base offset and leader
 // epoch into batch itself. It does not fsync; see Sync.
 func (l *Log) Append(batch []byte, leaderEpoch int32) (int64, error) {
-	h, err := ParseBatchHeader(batch)
+	h, err := appendHeader(batch)
 	if err != nil {
 		return 0, fmt.Errorf("append to %s: %w", l.opts.Dir, err)
-	}
-	if int(h.Length) != len(batch) || h.LastOffsetDelta < 0 {
-		return 0, fmt.Errorf("append to %s: %w: %d bytes, header length %d, last offset delta %d",
-			l.opts.Dir, ErrCorruptBatch, len(batch), h.Length, h.LastOffsetDelta)
 	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	base, err := l.appendLocked(batch, h, leaderEpoch)
+	if err != nil {
+		return 0, fmt.Errorf("append to %s: %w", l.opts.Dir, err)
+	}
+	return base, nil
+}
+
+// appendHeader parses the header of a batch about to be appended and checks
+// what appending relies on: that the header describes exactly these bytes and
+// at least one offset.
+func appendHeader(batch []byte) (BatchHeader, error) {
+	h, err := ParseBatchHeader(batch)
+	if err != nil {
+		return h, err
+	}
+	if int(h.Length) != len(batch) || h.LastOffsetDelta < 0 {
+		return h, fmt.Errorf("%w: %d bytes, header length %d, last offset delta %d",
+			ErrCorruptBatch, len(batch), h.Length, h.LastOffsetDelta)
+	}
+	return h, nil
+}
+
+// writable reports why appending is impossible, if it is. Callers hold mu.
+func (l *Log) writable() error {
 	if l.closed {
-		return 0, ErrClosed
+		return ErrClosed
 	}
 	if l.err != nil {
-		return 0, fmt.Errorf("append to %s: log failed earlier: %w", l.opts.Dir, l.err)
+		return fmt.Errorf("append to %s: log failed earlier: %w", l.opts.Dir, l.err)
 	}
+	return nil
+}
+
+// appendLocked writes batch (whose header is h) at the log end, rolling the
+// segment first if needed, and returns its base offset, which is always the
+// log end at the call: AppendSourced relies on that to know the offsets
+// before writing. Callers hold mu and have checked writable.
+func (l *Log) appendLocked(batch []byte, h BatchHeader, leaderEpoch int32) (int64, error) {
 	now := l.opts.now()
 	base := l.end
 	h.BaseOffset = base
 	if err := l.maybeRoll(h, now); err != nil {
-		return 0, fmt.Errorf("append to %s: %w", l.opts.Dir, err)
+		return 0, err
 	}
 	seg := l.active()
 	pos := seg.st.size
 	stamp(batch, base, leaderEpoch)
+	if l.opts.beforeBatchWrite != nil {
+		l.opts.beforeBatchWrite(base)
+	}
 	if _, err := seg.log.WriteAt(batch, pos); err != nil {
 		// Cut a partial write so that the next batch lands right after the
 		// last good one; if even that fails the file can no longer be
@@ -231,7 +275,7 @@ func (l *Log) Append(batch []byte, leaderEpoch int32) (int64, error) {
 		if terr := seg.log.Truncate(pos); terr != nil {
 			l.err = fmt.Errorf("write %s: %w; truncate after failed write: %w", seg.log.Name(), err, terr)
 		}
-		return 0, fmt.Errorf("append to %s: write %s: %w", l.opts.Dir, seg.log.Name(), err)
+		return 0, fmt.Errorf("write %s: %w", seg.log.Name(), err)
 	}
 	if seg.st.size == 0 {
 		seg.st.created = now
@@ -413,6 +457,13 @@ func (l *Log) Close() error {
 	for _, s := range l.segs {
 		if err := s.close(); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	// The source index needs no fsync here: with Fsync on, every write to
+	// it was fsynced before its batches were written.
+	if l.src.f != nil {
+		if err := l.src.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", l.src.f.Name(), err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -18,7 +18,8 @@ import (
 
 // Open opens or creates the partition log in opts.Dir and recovers it: the
 // active segment is checked batch by batch and a torn or corrupt tail is
-// truncated. Everything on disk afterwards counts as durable.
+// truncated, then the source index is cut to the recovered log. Everything
+// on disk afterwards counts as durable.
 func Open(opts Options) (*Log, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("open log: no directory")
@@ -37,6 +38,9 @@ func Open(opts Options) (*Log, error) {
 	if opts.now == nil {
 		opts.now = time.Now
 	}
+	if opts.sourceIndexMaxBytes <= 0 {
+		opts.sourceIndexMaxBytes = defaultSourceIndexMaxBytes
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -48,14 +52,22 @@ func Open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{opts: opts, logger: logger}
-	if err := l.recover(); err != nil {
+	err := l.recover()
+	if err == nil {
+		l.end = l.active().st.end
+		l.durable = l.end
+		// The source index is checked against the recovered log end.
+		err = l.recoverSourceIndex()
+	}
+	if err != nil {
 		for _, s := range l.segs {
 			_ = s.close()
 		}
+		if l.src.f != nil {
+			_ = l.src.f.Close()
+		}
 		return nil, fmt.Errorf("open log %s: %w", opts.Dir, err)
 	}
-	l.end = l.active().st.end
-	l.durable = l.end
 	return l, nil
 }
 

@@ -1,0 +1,62 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kafgres/kafgres/broker/storage/segment"
+)
+
+// The methods below are the broker's log as the SQL-produce / CDC producer
+// sees it (producer.Log).
+
+var errUnknownTopic = errors.New("unknown topic")
+
+// Partitions returns topic's partition count, creating the topic with the
+// default partition count when auto-creation is on.
+func (b *Broker) Partitions(ctx context.Context, name string) (int32, error) {
+	t := b.catalog.topicByName(name)
+	if t == nil && b.cfg.AutoCreateTopics && validTopicName(name) {
+		var err error
+		if t, err = b.catalog.create(ctx, name, b.cfg.DefaultPartition); err != nil {
+			return 0, err
+		}
+	}
+	if t == nil {
+		return 0, fmt.Errorf("%w %q", errUnknownTopic, name)
+	}
+	return int32(len(t.parts)), nil
+}
+
+// SourceApplied is the highest source LSN appended to a partition.
+func (b *Broker) SourceApplied(topic string, partition int32) (uint64, error) {
+	p := b.catalog.partition(topic, partition)
+	if p == nil {
+		return 0, fmt.Errorf("%w %s-%d", errUnknownTopic, topic, partition)
+	}
+	return p.log.SourceApplied(), nil
+}
+
+// AppendSourced appends batches from the replication stream; the channel
+// closes when the group commit that covers them is done.
+func (b *Broker) AppendSourced(topic string, partition int32, batches []segment.SourcedBatch) (<-chan struct{}, error) {
+	p := b.catalog.partition(topic, partition)
+	if p == nil {
+		return nil, fmt.Errorf("%w %s-%d", errUnknownTopic, topic, partition)
+	}
+	p.mu.Lock()
+	_, err := p.log.AppendSourced(batches, p.epoch)
+	p.mu.Unlock()
+	if err != nil {
+		if !errors.Is(err, segment.ErrClosed) {
+			b.stop(err) // the log may be inconsistent; recovery will mend it
+		}
+		return nil, fmt.Errorf("append to %s-%d: %w", topic, partition, err)
+	}
+	return b.committer.enqueue(p).done, nil
+}
+
+// Delivered records that everything up to lsn is durable; the mirror
+// publishes it to kafgres.delivery for kafgres_wait_delivered.
+func (b *Broker) Delivered(lsn uint64) { b.mirror.delivered(lsn) }

@@ -1,0 +1,367 @@
+package segment
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// The source index maps sourced batches to the position of the ordered
+// source (a Postgres WAL LSN) they came from, so that a source replayed after
+// a crash can skip what the log already holds. It is an append-only file of
+// fixed-size entries (base offset int64, source uint64, big endian), in log
+// order.
+//
+// The name deliberately does not end in ".index": Kafka's log loader takes
+// every *.index file for a segment index named by its base offset.
+const (
+	sourceIndexFile = "source-index"
+	sourceIndexTmp  = sourceIndexFile + ".tmp"
+	sourceEntrySize = 16
+
+	// defaultSourceIndexMaxBytes bounds the file: above it the index is
+	// rewritten with only its tail (64Ki entries).
+	defaultSourceIndexMaxBytes = 1 << 20
+)
+
+// SourcedBatch is one batch from an ordered source, tagged with its position.
+type SourcedBatch struct {
+	Batch  []byte // one validated v2 batch, owned by the caller (offset and epoch are stamped into it)
+	Source uint64 // source position; non-decreasing across calls
+}
+
+// sourceIndex is the Log's handle on the source index, under Log.mu.
+type sourceIndex struct {
+	f       *os.File // nil until the first sourced append creates the file
+	size    int64    // bytes of whole entries whose batches are in the log
+	applied uint64   // largest source among those entries, 0 if none
+}
+
+func appendSourceEntry(b []byte, offset int64, source uint64) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(offset))
+	return binary.BigEndian.AppendUint64(b, source)
+}
+
+func parseSourceEntry(e []byte) (offset int64, source uint64) {
+	return int64(binary.BigEndian.Uint64(e)), binary.BigEndian.Uint64(e[8:])
+}
+
+// AppendSourced appends batches in order and returns their base offsets.
+// Before any of the batch bytes are written it records (base offset, source)
+// for every batch in the partition's source index and — with Fsync on —
+// fsyncs that index, so the log can never durably contain a sourced batch
+// whose source the index does not know. (The reverse — an index entry whose
+// batch was torn off by a crash — is dropped by recovery.)
+//
+// No other append interleaves with the batches. A source lower than
+// SourceApplied is rejected with ErrSourceOrder. On an error, the returned
+// offsets are those of the leading batches that did go into the log (and
+// into SourceApplied); the rest did not.
+func (l *Log) AppendSourced(batches []SourcedBatch, leaderEpoch int32) ([]int64, error) {
+	hs := make([]BatchHeader, len(batches))
+	for i, b := range batches {
+		h, err := appendHeader(b.Batch)
+		if err != nil {
+			return nil, fmt.Errorf("append to %s: batch %d: %w", l.opts.Dir, i, err)
+		}
+		if i > 0 && b.Source < batches[i-1].Source {
+			return nil, fmt.Errorf("append to %s: %w: batch %d has source %d after %d",
+				l.opts.Dir, ErrSourceOrder, i, b.Source, batches[i-1].Source)
+		}
+		hs[i] = h
+	}
+	if len(batches) == 0 {
+		return nil, nil
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return nil, err
+	}
+	if batches[0].Source < l.src.applied {
+		return nil, fmt.Errorf("append to %s: %w: source %d, log has %d",
+			l.opts.Dir, ErrSourceOrder, batches[0].Source, l.src.applied)
+	}
+
+	// appendLocked gives each batch the log end as its base offset, and
+	// nothing else appends while mu is held, so the offsets are known before
+	// anything is written.
+	bases := make([]int64, len(batches))
+	entries := make([]byte, 0, len(batches)*sourceEntrySize)
+	next := l.end
+	for i, b := range batches {
+		bases[i] = next
+		entries = appendSourceEntry(entries, next, b.Source)
+		next += int64(hs[i].LastOffsetDelta) + 1
+	}
+	start := l.src.size
+	if err := l.writeSourceEntries(entries); err != nil {
+		return nil, fmt.Errorf("append to %s: %w", l.opts.Dir, err)
+	}
+
+	for i, b := range batches {
+		base, err := l.appendLocked(b.Batch, hs[i], leaderEpoch)
+		if err == nil && base != bases[i] {
+			// The index already names a different batch for this offset.
+			err = fmt.Errorf("batch %d went to offset %d, source index says %d", i, base, bases[i])
+			l.err = err
+		}
+		if err != nil {
+			// The entries of the batches not written must go before anything
+			// else takes their offsets, or recovery would credit those
+			// batches to the source.
+			if terr := l.truncateSourceIndex(start + int64(i)*sourceEntrySize); terr != nil {
+				err = fmt.Errorf("%w; %w", err, terr)
+			}
+			return bases[:i], fmt.Errorf("append to %s: %w", l.opts.Dir, err)
+		}
+		l.src.applied = b.Source
+	}
+	if err := l.maybeCompactSourceIndex(); err != nil {
+		return bases, fmt.Errorf("append to %s: %w", l.opts.Dir, err)
+	}
+	return bases, nil
+}
+
+// SourceApplied is the highest Source of a batch that is in the log, 0 if
+// none. Like LogEndOffset it includes batches not yet made durable by Sync.
+func (l *Log) SourceApplied() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.src.applied
+}
+
+// sourceEntries is the number of entries in the source index.
+func (l *Log) sourceEntries() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return int(l.src.size / sourceEntrySize)
+}
+
+func (l *Log) syncSource(f *os.File) error {
+	var err error
+	if l.opts.syncSourceIndex != nil {
+		err = l.opts.syncSourceIndex(f)
+	} else {
+		err = f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// writeSourceEntries appends entries to the source index, creating it if
+// needed, and fsyncs it when Fsync is set. A failure marks the log failed:
+// the file may hold part of the entries, and after a failed fsync nothing
+// says which.
+func (l *Log) writeSourceEntries(entries []byte) error {
+	if l.src.f == nil {
+		path := filepath.Join(l.opts.Dir, sourceIndexFile)
+		// O_EXCL: Open opens an existing file, so one appearing here would
+		// mean the bookkeeping is wrong.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("create source index: %w", err)
+		}
+		l.src.f = f
+		if l.opts.Fsync {
+			// Fsyncing the entries is worth nothing if the file itself can
+			// vanish in a crash while the batches' segment survives.
+			if err := syncDir(l.opts.Dir); err != nil {
+				l.err = err
+				return fmt.Errorf("create source index: %w", err)
+			}
+		}
+	}
+	if _, err := l.src.f.WriteAt(entries, l.src.size); err != nil {
+		l.err = fmt.Errorf("write %s: %w", l.src.f.Name(), err)
+		return l.err
+	}
+	l.src.size += int64(len(entries))
+	if l.opts.Fsync {
+		if err := l.syncSource(l.src.f); err != nil {
+			l.err = err
+			return err
+		}
+	}
+	return nil
+}
+
+// truncateSourceIndex cuts the source index to size bytes, durably when
+// Fsync is set. On failure the log is marked failed, so that no batch can
+// take the offset of an entry that should have gone; recovery drops such
+// entries, as they lie past the log end.
+func (l *Log) truncateSourceIndex(size int64) error {
+	if err := l.src.f.Truncate(size); err != nil {
+		l.err = fmt.Errorf("truncate %s: %w", l.src.f.Name(), err)
+		return l.err
+	}
+	l.src.size = size
+	if l.opts.Fsync {
+		if err := l.syncSource(l.src.f); err != nil {
+			l.err = err
+			return err
+		}
+	}
+	return nil
+}
+
+// recoverSourceIndex loads the source index after the log has been
+// recovered. It keeps the leading entries that are whole, in order and below
+// the log end, and truncates the file after them: entries at or past the end
+// belong to batches a crash tore off (or that were never written), and a
+// later batch at the same offset must not be credited to their source.
+func (l *Log) recoverSourceIndex() error {
+	dir := l.opts.Dir
+	// Left by a crash while compacting; the real file is intact.
+	if err := os.Remove(filepath.Join(dir, sourceIndexTmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", sourceIndexTmp, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, sourceIndexFile), os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open source index: %w", err)
+	}
+	l.src.f = f
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", f.Name(), err)
+	}
+	size := fi.Size()
+
+	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 64<<10)
+	var (
+		e       [sourceEntrySize]byte
+		valid   int64
+		prev    int64 = -1
+		applied uint64
+		reason  = "partial entry"
+	)
+	for valid+sourceEntrySize <= size {
+		if _, err := io.ReadFull(r, e[:]); err != nil {
+			return fmt.Errorf("read %s at %d: %w", f.Name(), valid, err)
+		}
+		offset, source := parseSourceEntry(e[:])
+		if offset >= l.end {
+			reason = fmt.Sprintf("entry for offset %d at or past the log end %d", offset, l.end)
+			break
+		}
+		// Appends keep offsets increasing and sources non-decreasing;
+		// anything else is garbage, say zeros from a file extended by a
+		// write that did not reach the disk.
+		if offset <= prev || source < applied {
+			reason = fmt.Sprintf("entry (offset %d, source %d) out of order", offset, source)
+			break
+		}
+		prev, applied = offset, source
+		valid += sourceEntrySize
+	}
+	if valid < size {
+		l.logger.Warn("truncating source index", "dir", dir, "position", valid,
+			"bytes_dropped", size-valid, "reason", reason)
+		if err := f.Truncate(valid); err != nil {
+			return fmt.Errorf("truncate %s: %w", f.Name(), err)
+		}
+		if l.opts.Fsync {
+			if err := l.syncSource(f); err != nil {
+				return err
+			}
+		}
+	}
+	l.src.size, l.src.applied = valid, applied
+	return l.maybeCompactSourceIndex()
+}
+
+// maybeCompactSourceIndex rewrites the source index with only its tail once
+// it has grown past the limit. The tail starts at the last entry whose batch
+// is durable: a crash can still tear off the batches after it, and recovery
+// then falls back on that entry. At Open everything is durable, so the tail
+// is the last entry.
+//
+// Failing before the new file replaces the old one costs nothing (the old
+// one stays, and a later call tries again), so it is only logged; failing
+// after marks the log failed.
+func (l *Log) maybeCompactSourceIndex() error {
+	if l.src.size <= l.opts.sourceIndexMaxBytes {
+		return nil
+	}
+	dir := l.opts.Dir
+	tail, err := l.sourceTail()
+	if err == nil && int64(len(tail)) == l.src.size {
+		return nil // every entry is still needed
+	}
+	if err == nil {
+		err = l.replaceSourceIndex(tail)
+	}
+	if err != nil {
+		if l.err != nil {
+			return err
+		}
+		l.logger.Warn("could not compact source index", "dir", dir, "error", err)
+		return nil
+	}
+	l.logger.Debug("compacted source index", "dir", dir, "entries_kept", len(tail)/sourceEntrySize)
+	return nil
+}
+
+// sourceTail returns the entries from the last one below the durable end on.
+func (l *Log) sourceTail() ([]byte, error) {
+	var e [sourceEntrySize]byte
+	from := l.src.size - sourceEntrySize
+	for ; from > 0; from -= sourceEntrySize {
+		if _, err := l.src.f.ReadAt(e[:], from); err != nil {
+			return nil, fmt.Errorf("read %s at %d: %w", l.src.f.Name(), from, err)
+		}
+		if offset, _ := parseSourceEntry(e[:]); offset < l.durable {
+			break
+		}
+	}
+	tail := make([]byte, l.src.size-from)
+	if _, err := l.src.f.ReadAt(tail, from); err != nil {
+		return nil, fmt.Errorf("read %s at %d: %w", l.src.f.Name(), from, err)
+	}
+	return tail, nil
+}
+
+// replaceSourceIndex atomically replaces the source index with tail: a crash
+// leaves either the old file or the new one, and both are valid.
+func (l *Log) replaceSourceIndex(tail []byte) error {
+	dir := l.opts.Dir
+	tmp := filepath.Join(dir, sourceIndexTmp)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("compact source index: %w", err)
+	}
+	_, err = f.Write(tail)
+	if err == nil && l.opts.Fsync {
+		err = l.syncSource(f)
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, sourceIndexFile))
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		return fmt.Errorf("compact source index: %w", err)
+	}
+	// The open descriptor followed the file through the rename; the old
+	// file is unlinked, so a failure closing it loses nothing.
+	_ = l.src.f.Close()
+	l.src.f, l.src.size = f, int64(len(tail))
+	if l.opts.Fsync {
+		if err := syncDir(dir); err != nil {
+			l.err = err
+			return fmt.Errorf("compact source index: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,297 @@
+package decoder
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FrameVersion is the only frame format version this package reads
+// (docs/producing.md, "Output plugin frames").
+const FrameVersion = 1
+
+// Frame kinds, the second byte of every frame.
+const (
+	KindBegin    byte = 'B'
+	KindMessage  byte = 'M'
+	KindInsert   byte = 'I'
+	KindUpdate   byte = 'U'
+	KindDelete   byte = 'D'
+	KindTruncate byte = 'T'
+	KindCommit   byte = 'C'
+)
+
+// Column kinds in a tuple.
+const (
+	ColumnNull      byte = 'n'
+	ColumnUnchanged byte = 'u' // TOASTed value not in the WAL: no payload
+	ColumnText      byte = 't'
+)
+
+// headerLen is version, kind, commit_end_lsn and xid.
+const headerLen = 1 + 1 + 8 + 4
+
+// LSN is a position in the WAL.
+type LSN uint64
+
+// String formats the LSN the way Postgres does, e.g. 0/16B3748.
+func (l LSN) String() string {
+	return fmt.Sprintf("%X/%X", uint64(l)>>32, uint32(l))
+}
+
+// ParseLSN reads the text form of a pg_lsn, e.g. 0/16B3748.
+func ParseLSN(s string) (LSN, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("parse LSN %q: no slash", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parse LSN %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parse LSN %q: %w", s, err)
+	}
+	return LSN(h<<32 | l), nil
+}
+
+// Item is one entry of a transaction: *Message, *Change or *Truncate.
+type Item interface{ isItem() }
+
+// Message is a transactional logical message with prefix kafgres; Content
+// has the prefix stripped and is opaque to this package.
+type Message struct {
+	LSN     LSN
+	Content []byte
+}
+
+// Change is a row inserted ('I'), updated ('U') or deleted ('D') in a mapped
+// table. New and Old are nil when the frame does not carry them.
+type Change struct {
+	LSN           LSN
+	Op            byte
+	RelID         uint32
+	Schema, Table string
+	New, Old      *Tuple
+}
+
+// Truncate is a TRUNCATE of one or more mapped tables.
+type Truncate struct {
+	LSN       LSN
+	Relations []Relation
+}
+
+// Relation names a truncated table.
+type Relation struct {
+	RelID         uint32
+	Schema, Table string
+}
+
+// Tuple is a row image: every non-dropped column, in attribute order.
+type Tuple struct {
+	Columns []Column
+}
+
+// Column is one column of a tuple. Value holds the type's text output when
+// Kind is ColumnText and is nil otherwise.
+type Column struct {
+	Name    string
+	TypeOID uint32
+	Kind    byte
+	Value   []byte
+}
+
+func (*Message) isItem()  {}
+func (*Change) isItem()   {}
+func (*Truncate) isItem() {}
+
+// Frame is one parsed plugin frame. CommitLSN and CommitTime are set for
+// begin and commit frames, Item for all others.
+type Frame struct {
+	Kind         byte
+	CommitEndLSN LSN
+	Xid          uint32
+	CommitLSN    LSN
+	CommitTime   time.Time
+	Item         Item
+}
+
+// pgEpochMicros is 2000-01-01 00:00:00 UTC in Unix microseconds.
+const pgEpochMicros = 946684800 * 1_000_000
+
+// ParseFrame parses one frame of the kafgres output plugin. It does not
+// retain b: the replication connection reuses its read buffer, so the
+// returned frame refers to a private copy.
+func ParseFrame(b []byte) (Frame, error) {
+	var f Frame
+	if len(b) < headerLen {
+		return f, fmt.Errorf("frame of %d bytes is shorter than the %d-byte header", len(b), headerLen)
+	}
+	if b[0] != FrameVersion {
+		return f, fmt.Errorf("frame version %d, want %d", b[0], FrameVersion)
+	}
+	r := reader{b: append([]byte(nil), b...), off: 2}
+	f.Kind = b[1]
+	f.CommitEndLSN = LSN(r.uint64())
+	f.Xid = r.uint32()
+
+	switch f.Kind {
+	case KindBegin, KindCommit:
+		f.CommitLSN = LSN(r.uint64())
+		f.CommitTime = time.UnixMicro(pgEpochMicros + int64(r.uint64())).UTC()
+	case KindMessage:
+		m := &Message{LSN: LSN(r.uint64())}
+		m.Content = r.bytes(int(r.uint32()))
+		f.Item = m
+	case KindInsert, KindUpdate, KindDelete:
+		f.Item = r.change(f.Kind)
+	case KindTruncate:
+		t := &Truncate{LSN: LSN(r.uint64())}
+		n := int(r.uint16())
+		// Each relation takes at least 8 bytes: check before allocating so
+		// a garbage count cannot make us allocate much.
+		if r.need(n * 8) {
+			t.Relations = make([]Relation, 0, n)
+			for i := 0; i < n && r.err == nil; i++ {
+				t.Relations = append(t.Relations, Relation{RelID: r.uint32(), Schema: r.string16(), Table: r.string16()})
+			}
+		}
+		f.Item = t
+	default:
+		return Frame{}, fmt.Errorf("unknown frame kind 0x%02x", f.Kind)
+	}
+	if r.err != nil {
+		return Frame{}, fmt.Errorf("frame %c xid %d: %w", f.Kind, f.Xid, r.err)
+	}
+	if r.off != len(r.b) {
+		return Frame{}, fmt.Errorf("frame %c xid %d: %d trailing bytes at offset %d", f.Kind, f.Xid, len(r.b)-r.off, r.off)
+	}
+	return f, nil
+}
+
+// reader walks a frame; the first short read sets err and every later read
+// returns zero values, so parsing code needs no error check per field.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) need(n int) bool {
+	if r.err != nil {
+		return false
+	}
+	if n < 0 || n > len(r.b)-r.off {
+		r.err = fmt.Errorf("need %d bytes at offset %d, have %d", n, r.off, len(r.b)-r.off)
+		return false
+	}
+	return true
+}
+
+func (r *reader) bytes(n int) []byte {
+	if !r.need(n) {
+		return nil
+	}
+	// Cap the slice so appending to a value cannot overwrite the next field.
+	v := r.b[r.off : r.off+n : r.off+n]
+	r.off += n
+	return v
+}
+
+func (r *reader) uint8() byte {
+	if !r.need(1) {
+		return 0
+	}
+	r.off++
+	return r.b[r.off-1]
+}
+
+func (r *reader) uint16() uint16 {
+	if !r.need(2) {
+		return 0
+	}
+	r.off += 2
+	return binary.BigEndian.Uint16(r.b[r.off-2:])
+}
+
+func (r *reader) uint32() uint32 {
+	if !r.need(4) {
+		return 0
+	}
+	r.off += 4
+	return binary.BigEndian.Uint32(r.b[r.off-4:])
+}
+
+func (r *reader) uint64() uint64 {
+	if !r.need(8) {
+		return 0
+	}
+	r.off += 8
+	return binary.BigEndian.Uint64(r.b[r.off-8:])
+}
+
+func (r *reader) string16() string {
+	return string(r.bytes(int(r.uint16())))
+}
+
+// flag reads a has_new/has_old byte, which must be 0 or 1.
+func (r *reader) flag(name string) bool {
+	at := r.off
+	v := r.uint8()
+	if v > 1 && r.err == nil {
+		r.err = fmt.Errorf("%s is %d at offset %d, want 0 or 1", name, v, at)
+	}
+	return v == 1
+}
+
+func (r *reader) change(op byte) *Change {
+	c := &Change{Op: op, LSN: LSN(r.uint64()), RelID: r.uint32(), Schema: r.string16(), Table: r.string16()}
+	if r.flag("has_new") {
+		c.New = r.tuple()
+	}
+	if r.flag("has_old") {
+		c.Old = r.tuple()
+	}
+	if r.err != nil {
+		return c
+	}
+	// The plugin's contract per operation (docs/producing.md); anything else
+	// means the frame is not what we think it is.
+	switch {
+	case op == KindInsert && (c.New == nil || c.Old != nil):
+		r.err = fmt.Errorf("insert must carry a new tuple only")
+	case op == KindUpdate && c.New == nil:
+		r.err = fmt.Errorf("update without a new tuple")
+	case op == KindDelete && (c.Old == nil || c.New != nil):
+		r.err = fmt.Errorf("delete must carry an old tuple only")
+	}
+	return c
+}
+
+func (r *reader) tuple() *Tuple {
+	n := int(r.uint16())
+	// name length, type oid and kind: at least 7 bytes per column.
+	if !r.need(n * 7) {
+		return nil
+	}
+	t := &Tuple{Columns: make([]Column, 0, n)}
+	for i := 0; i < n && r.err == nil; i++ {
+		c := Column{Name: r.string16(), TypeOID: r.uint32()}
+		at := r.off
+		c.Kind = r.uint8()
+		switch c.Kind {
+		case ColumnNull, ColumnUnchanged:
+		case ColumnText:
+			c.Value = r.bytes(int(r.uint32()))
+		default:
+			if r.err == nil {
+				r.err = fmt.Errorf("column %q: unknown kind 0x%02x at offset %d", c.Name, c.Kind, at)
+			}
+		}
+		t.Columns = append(t.Columns, c)
+	}
+	return t
+}

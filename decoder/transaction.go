@@ -1,0 +1,66 @@
+package decoder
+
+import (
+	"fmt"
+	"time"
+)
+
+// Transaction is one committed transaction with kafgres content, complete
+// from its B frame to its C frame.
+type Transaction struct {
+	Xid        uint32
+	CommitLSN  LSN // start of the commit record (B/C frame commit_lsn)
+	EndLSN     LSN // end of the commit record; the slot is acknowledged with this
+	CommitTime time.Time
+	Items      []Item // in WAL order
+}
+
+// Progress says the walsender has decoded all WAL before LSN and every
+// transaction committed before it has already been delivered as an event
+// (it comes from keepalive messages: ServerWALEnd). Consumers acknowledge it
+// once everything delivered before it is durable, so an idle slot does not
+// pin WAL.
+type Progress struct {
+	LSN LSN
+}
+
+// assembler groups frames into transactions. The plugin writes a whole
+// transaction at its commit, so frames of two transactions never interleave.
+type assembler struct {
+	txn *Transaction
+}
+
+// add takes the next frame of the stream and returns the transaction it
+// completes, if any. An error means the stream is not what the plugin
+// promises; the caller drops the connection and with it the open transaction.
+func (a *assembler) add(f Frame) (*Transaction, error) {
+	if f.Kind == KindBegin {
+		if a.txn != nil {
+			return nil, fmt.Errorf("begin of xid %d while xid %d is open", f.Xid, a.txn.Xid)
+		}
+		a.txn = &Transaction{Xid: f.Xid, CommitLSN: f.CommitLSN, EndLSN: f.CommitEndLSN, CommitTime: f.CommitTime}
+		return nil, nil
+	}
+	t := a.txn
+	if t == nil {
+		return nil, fmt.Errorf("frame %c of xid %d outside a transaction", f.Kind, f.Xid)
+	}
+	if f.Xid != t.Xid || f.CommitEndLSN != t.EndLSN {
+		return nil, fmt.Errorf("frame %c of xid %d commit_end_lsn %s inside xid %d commit_end_lsn %s",
+			f.Kind, f.Xid, f.CommitEndLSN, t.Xid, t.EndLSN)
+	}
+	if f.Kind != KindCommit {
+		t.Items = append(t.Items, f.Item)
+		return nil, nil
+	}
+	if f.CommitLSN != t.CommitLSN || !f.CommitTime.Equal(t.CommitTime) {
+		return nil, fmt.Errorf("commit of xid %d at %s %s does not match its begin at %s %s",
+			t.Xid, f.CommitLSN, f.CommitTime.Format(time.RFC3339Nano), t.CommitLSN, t.CommitTime.Format(time.RFC3339Nano))
+	}
+	a.txn = nil
+	return t, nil
+}
+
+// reset forgets an open transaction: after a reconnect the server sends it
+// again from its B frame.
+func (a *assembler) reset() { a.txn = nil }

@@ -1,0 +1,142 @@
+package mappings
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Mapping is one row of kafgres.mapping, with the names the renderer needs.
+type Mapping struct {
+	ID          int64
+	Name        string
+	SourceRelID uint32
+	Source      string // schema-qualified, quoted; "" if the table is gone
+	Topic       string
+	ValueExpr   *string // nil: to_jsonb(new)
+	KeyExpr     *string // nil: NULL key
+	FilterExpr  *string // nil: every change
+	OnError     string  // "dead_letter" or "stall"
+	OwnerRole   uint32
+	Owner       string // role name; "" if the role is gone
+	SearchPath  string // as stored: current_setting('search_path') at creation
+}
+
+const (
+	OnErrorDeadLetter = "dead_letter"
+	OnErrorStall      = "stall"
+)
+
+// key identifies a definition: a render function made for one key is
+// recreated when the key changes.
+func (m *Mapping) key() string {
+	s := func(p *string) string {
+		if p == nil {
+			return "\x00"
+		}
+		return *p
+	}
+	return strings.Join([]string{m.Name, m.Source, m.Topic, s(m.ValueExpr), s(m.KeyExpr), s(m.FilterExpr),
+		m.Owner, m.SearchPath}, "\x01")
+}
+
+const loadMappingsSQL = `
+SELECT m.mapping_id, m.name, m.source_relid,
+       coalesce(pg_catalog.format('%I.%I', n.nspname, c.relname), ''),
+       m.topic, m.value_expr, m.key_expr, m.filter_expr, m.on_error,
+       m.owner_role, coalesce(r.rolname::text, ''), m.search_path
+  FROM kafgres.mapping AS m
+  LEFT JOIN pg_catalog.pg_class AS c ON c.oid = m.source_relid
+  LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+  LEFT JOIN pg_catalog.pg_roles AS r ON r.oid = m.owner_role
+ ORDER BY m.mapping_id`
+
+// loadMappings reads every mapping, in id order.
+func loadMappings(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) ([]*Mapping, error) {
+	rows, err := q.Query(ctx, loadMappingsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("load mappings: %w", err)
+	}
+	ms, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Mapping, error) {
+		var m Mapping
+		err := row.Scan(&m.ID, &m.Name, &m.SourceRelID, &m.Source, &m.Topic, &m.ValueExpr, &m.KeyExpr,
+			&m.FilterExpr, &m.OnError, &m.OwnerRole, &m.Owner, &m.SearchPath)
+		return &m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load mappings: %w", err)
+	}
+	return ms, nil
+}
+
+var errSearchPath = errors.New("malformed search_path")
+
+// parseSearchPath splits a search_path setting the way Postgres does
+// (SplitIdentifierString): comma-separated, unquoted names folded to lower
+// case, "quoted" names kept with "" as an escaped quote. The render
+// function's SET clause is rebuilt from the quoted names, so that nothing
+// stored in kafgres.mapping is spliced into SQL unquoted.
+func parseSearchPath(s string) ([]string, error) {
+	var names []string
+	rest := strings.TrimSpace(s)
+	if rest == "" {
+		return nil, nil
+	}
+	for {
+		var name string
+		if strings.HasPrefix(rest, `"`) {
+			var b strings.Builder
+			i := 1
+			for {
+				j := strings.IndexByte(rest[i:], '"')
+				if j < 0 {
+					return nil, fmt.Errorf("%w: unterminated quoted name in %q", errSearchPath, s)
+				}
+				b.WriteString(rest[i : i+j])
+				i += j + 1
+				if i < len(rest) && rest[i] == '"' {
+					b.WriteByte('"')
+					i++
+					continue
+				}
+				break
+			}
+			name, rest = b.String(), strings.TrimSpace(rest[i:])
+		} else {
+			j := strings.IndexByte(rest, ',')
+			if j < 0 {
+				j = len(rest)
+			}
+			name = strings.ToLower(strings.TrimSpace(rest[:j]))
+			if name == "" || strings.ContainsAny(name, " \t\n\"") {
+				return nil, fmt.Errorf("%w: %q", errSearchPath, s)
+			}
+			rest = rest[j:]
+		}
+		names = append(names, name)
+		if rest == "" {
+			return names, nil
+		}
+		if rest[0] != ',' {
+			return nil, fmt.Errorf("%w: %q", errSearchPath, s)
+		}
+		rest = strings.TrimSpace(rest[1:])
+	}
+}
+
+// quoteSearchPath is the SET clause value for a parsed search_path.
+func quoteSearchPath(names []string) string {
+	if len(names) == 0 {
+		return `''`
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = pgx.Identifier{n}.Sanitize()
+	}
+	return strings.Join(q, ", ")
+}

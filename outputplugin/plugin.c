@@ -1,0 +1,735 @@
+/*-------------------------------------------------------------------------
+ *
+ * plugin.c
+ *	  The "kafgres" logical decoding output plugin.
+ *
+ * The broker's decoder reads slot "kafgres" through this plugin.  Only two
+ * kinds of content leave it: transactional logical messages with prefix
+ * "kafgres" (written by kafgres_produce(), see produce.c), and row changes
+ * of the tables that have a row in kafgres.mapping.  Everything else is
+ * dropped here, inside the walsender, so that a busy database whose tables
+ * are mostly unmapped costs the broker nothing but keepalives.
+ *
+ * The output is binary; every OutputPluginWrite is one frame.  The format is
+ * specified in docs/producing.md ("Output plugin frames"), which is the
+ * contract with decoder/ -- change both together.
+ *
+ * kafgres.mapping is a user_catalog_table, so it can be read here under the
+ * historic snapshot: the answer to "is this table mapped?" is the one that
+ * was true at the change's position in the WAL, not today's.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "libpq/pqformat.h"
+#include "nodes/bitmapset.h"
+#include "replication/logical.h"
+#include "replication/output_plugin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+
+/* first byte of every frame; bump it with docs/producing.md */
+#define KAFGRES_FRAME_VERSION	1
+
+/* see docs/producing.md */
+#define FRAME_BEGIN				'B'
+#define FRAME_MESSAGE			'M'
+#define FRAME_INSERT			'I'
+#define FRAME_UPDATE			'U'
+#define FRAME_DELETE			'D'
+#define FRAME_TRUNCATE			'T'
+#define FRAME_COMMIT			'C'
+
+/* tuple column kinds */
+#define COLUMN_NULL				'n'
+#define COLUMN_UNCHANGED_TOAST	'u'
+#define COLUMN_TEXT				't'
+
+/*
+ * How many changes we may skip in a row before telling the walsender we are
+ * still alive.  Without that a huge transaction on unmapped tables sends
+ * nothing for as long as it takes to decode, and the receiving side's
+ * wal_sender_timeout fires.  pgoutput uses the same figure.
+ */
+#define SKIPPED_CHANGES_THRESHOLD	100
+
+/* one entry of the per-transaction "is this relation mapped?" cache */
+typedef struct MappedRelEntry
+{
+	Oid			relid;			/* hash key */
+	bool		mapped;
+} MappedRelEntry;
+
+typedef struct KafgresDecodingData
+{
+	/* reset after every frame; everything per change is allocated here */
+	MemoryContext context;
+
+	/*
+	 * Lives for one transaction: the mapping cache and the location of
+	 * kafgres.mapping.  Reset in begin and commit.
+	 */
+	MemoryContext txn_context;
+
+	/* whether the current transaction's B frame has been written */
+	bool		begin_written;
+
+	/* changes skipped since we last wrote or reported progress */
+	int			skipped_changes;
+
+	/*
+	 * kafgres.mapping as seen by the current transaction's historic
+	 * snapshot; looked up at its first change.  mapping_relid is InvalidOid
+	 * when the table does not exist (yet), in which case nothing is mapped.
+	 */
+	bool		mapping_looked_up;
+	Oid			mapping_relid;
+	Oid			mapping_index;	/* index on source_relid, if any */
+	AttrNumber	mapping_attnum; /* attnum of source_relid */
+
+	HTAB	   *mapped_rels;	/* MappedRelEntry by relid, in txn_context */
+} KafgresDecodingData;
+
+extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
+
+static void kafgres_startup(LogicalDecodingContext *ctx,
+							OutputPluginOptions *opt, bool is_init);
+static void kafgres_shutdown(LogicalDecodingContext *ctx);
+static void kafgres_begin_txn(LogicalDecodingContext *ctx,
+							  ReorderBufferTXN *txn);
+static void kafgres_commit_txn(LogicalDecodingContext *ctx,
+							   ReorderBufferTXN *txn, XLogRecPtr commit_lsn);
+static void kafgres_change(LogicalDecodingContext *ctx,
+						   ReorderBufferTXN *txn, Relation relation,
+						   ReorderBufferChange *change);
+static void kafgres_truncate(LogicalDecodingContext *ctx,
+							 ReorderBufferTXN *txn, int nrelations,
+							 Relation relations[],
+							 ReorderBufferChange *change);
+static void kafgres_message(LogicalDecodingContext *ctx,
+							ReorderBufferTXN *txn, XLogRecPtr message_lsn,
+							bool transactional, const char *prefix,
+							Size message_size, const char *message);
+
+static void reset_txn_state(KafgresDecodingData *data);
+static void forget_mappings(KafgresDecodingData *data);
+static bool changes_mapping_table(KafgresDecodingData *data,
+								  Relation relation);
+static bool relation_is_mapped(KafgresDecodingData *data, Oid relid);
+static void lookup_mapping_table(KafgresDecodingData *data);
+static bool mapping_row_exists(KafgresDecodingData *data, Oid relid);
+static void skipped_change(LogicalDecodingContext *ctx);
+static void write_header(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+						 char kind);
+static void ensure_begin_written(LogicalDecodingContext *ctx,
+								 ReorderBufferTXN *txn);
+static void send_string16(StringInfo out, const char *str);
+static void send_relation_name(StringInfo out, Relation relation);
+static void send_tuple(StringInfo out, TupleDesc tupdesc, HeapTuple tuple,
+					   Bitmapset *only_attrs);
+
+void
+_PG_output_plugin_init(OutputPluginCallbacks *cb)
+{
+	/*
+	 * No streaming and no two-phase callbacks: the decoder wants each
+	 * transaction whole and only once it has committed, which is what
+	 * logical decoding does when those callbacks are absent.  A prepared
+	 * transaction is therefore decoded at its COMMIT PREPARED.
+	 */
+	cb->startup_cb = kafgres_startup;
+	cb->begin_cb = kafgres_begin_txn;
+	cb->change_cb = kafgres_change;
+	cb->truncate_cb = kafgres_truncate;
+	cb->message_cb = kafgres_message;
+	cb->commit_cb = kafgres_commit_txn;
+	cb->shutdown_cb = kafgres_shutdown;
+}
+
+static void
+kafgres_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt,
+				bool is_init)
+{
+	KafgresDecodingData *data;
+	ListCell   *option;
+
+	/*
+	 * Version 1 of the format has no options.  Refuse any, rather than
+	 * ignore them: a decoder asking for something we do not do should find
+	 * out at once, not from misread frames.
+	 */
+	foreach(option, ctx->output_plugin_options)
+	{
+		DefElem    *elem = lfirst(option);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("output plugin \"kafgres\" does not accept option \"%s\"",
+						elem->defname),
+				 errdetail("Version %d of the kafgres frame format has no options.",
+						   KAFGRES_FRAME_VERSION)));
+	}
+
+	data = MemoryContextAllocZero(ctx->context, sizeof(KafgresDecodingData));
+	data->context = AllocSetContextCreate(ctx->context,
+										  "kafgres change context",
+										  ALLOCSET_DEFAULT_SIZES);
+	data->txn_context = AllocSetContextCreate(ctx->context,
+											  "kafgres transaction context",
+											  ALLOCSET_SMALL_SIZES);
+	reset_txn_state(data);
+
+	ctx->output_plugin_private = data;
+
+	opt->output_type = OUTPUT_PLUGIN_BINARY_OUTPUT;
+	opt->receive_rewrites = false;
+}
+
+static void
+kafgres_shutdown(LogicalDecodingContext *ctx)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+
+	/* both are children of ctx->context, but they need not outlive us */
+	MemoryContextDelete(data->context);
+	MemoryContextDelete(data->txn_context);
+}
+
+/*
+ * Forget everything learned about the current transaction.  The mapping
+ * cache must not survive it: the next transaction is decoded under a later
+ * historic snapshot, in which kafgres.mapping may have changed.
+ */
+static void
+reset_txn_state(KafgresDecodingData *data)
+{
+	data->begin_written = false;
+	forget_mappings(data);
+}
+
+/* Forget the mapping cache, and where kafgres.mapping is. */
+static void
+forget_mappings(KafgresDecodingData *data)
+{
+	MemoryContextReset(data->txn_context);
+	data->mapping_looked_up = false;
+	data->mapping_relid = InvalidOid;
+	data->mapping_index = InvalidOid;
+	data->mapping_attnum = InvalidAttrNumber;
+	data->mapped_rels = NULL;
+}
+
+/*
+ * Is this change one to kafgres.mapping, which invalidates what we cached?
+ * When the table did not exist at our lookup it may be created later in the
+ * same transaction (CREATE EXTENSION, then a mapping, then changes), hence
+ * the check by name; a false positive only costs a new lookup.
+ */
+static bool
+changes_mapping_table(KafgresDecodingData *data, Relation relation)
+{
+	if (!data->mapping_looked_up)
+		return false;
+	if (OidIsValid(data->mapping_relid))
+		return RelationGetRelid(relation) == data->mapping_relid;
+	return strcmp(RelationGetRelationName(relation), "mapping") == 0;
+}
+
+/*
+ * BEGIN: write nothing yet.  B goes out only before the transaction's first
+ * message or change, so that the (usual) transactions with neither cost no
+ * frames at all.
+ */
+static void
+kafgres_begin_txn(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
+{
+	reset_txn_state(ctx->output_plugin_private);
+}
+
+static void
+kafgres_commit_txn(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+				   XLogRecPtr commit_lsn)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+
+	if (data->begin_written)
+	{
+		write_header(ctx, txn, FRAME_COMMIT);
+		pq_sendint64(ctx->out, txn->final_lsn);
+		pq_sendint64(ctx->out, txn->xact_time.commit_time);
+		OutputPluginWrite(ctx, true);
+	}
+	else
+	{
+		/*
+		 * Nothing of this transaction was sent.  Let the walsender know that
+		 * we got past it, so that it can send a keepalive when it is due;
+		 * the decoder learns of our progress from those.
+		 */
+		OutputPluginUpdateProgress(ctx, true);
+	}
+
+	reset_txn_state(data);
+	data->skipped_changes = 0;
+}
+
+static void
+kafgres_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+				XLogRecPtr message_lsn, bool transactional,
+				const char *prefix, Size message_size, const char *message)
+{
+	/*
+	 * kafgres_produce() only writes transactional messages: a record must
+	 * exist if and only if its transaction commits.  A non-transactional
+	 * message with our prefix was written by hand and is not ours to
+	 * deliver.
+	 */
+	if (!transactional || strcmp(prefix, "kafgres") != 0)
+		return;
+
+	/* the frame's length field is 32 bits; the producer never comes close */
+	if (message_size > PG_UINT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("kafgres message at %X/%X is too large to decode",
+						LSN_FORMAT_ARGS(message_lsn))));
+
+	ensure_begin_written(ctx, txn);
+
+	write_header(ctx, txn, FRAME_MESSAGE);
+	pq_sendint64(ctx->out, message_lsn);
+	pq_sendint32(ctx->out, (uint32) message_size);
+	pq_sendbytes(ctx->out, message, (int) message_size);
+	OutputPluginWrite(ctx, true);
+}
+
+static void
+kafgres_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+			   Relation relation, ReorderBufferChange *change)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+	Oid			relid = RelationGetRelid(relation);
+	TupleDesc	tupdesc = RelationGetDescr(relation);
+	HeapTuple	newtuple = NULL;
+	HeapTuple	oldtuple = NULL;
+	Bitmapset  *old_attrs = NULL;
+	MemoryContext old;
+	char		kind;
+
+	/*
+	 * A change of kafgres.mapping itself may map or unmap tables for the
+	 * rest of this transaction (kafgres_add_mapping() followed by inserts,
+	 * in one transaction): forget what we cached.  The historic snapshot
+	 * moves past the change before our next lookup.
+	 */
+	if (changes_mapping_table(data, relation))
+		forget_mappings(data);
+
+	if (!relation_is_mapped(data, relid))
+	{
+		skipped_change(ctx);
+		return;
+	}
+
+	switch (change->action)
+	{
+		case REORDER_BUFFER_CHANGE_INSERT:
+			kind = FRAME_INSERT;
+			break;
+		case REORDER_BUFFER_CHANGE_UPDATE:
+			kind = FRAME_UPDATE;
+			break;
+		case REORDER_BUFFER_CHANGE_DELETE:
+			kind = FRAME_DELETE;
+			break;
+		default:
+			/* speculative inserts etc. reach us as plain inserts */
+			Assert(false);
+			return;
+	}
+
+	if (change->data.tp.newtuple != NULL)
+		newtuple = &change->data.tp.newtuple->tuple;
+	if (change->data.tp.oldtuple != NULL)
+		oldtuple = &change->data.tp.oldtuple->tuple;
+
+	/* an insert has no old tuple and a delete no new one, by construction */
+	if (kind == FRAME_INSERT)
+		oldtuple = NULL;
+	else if (kind == FRAME_DELETE)
+		newtuple = NULL;
+
+	old = MemoryContextSwitchTo(data->context);
+
+	/*
+	 * Unless the replica identity is FULL, the old tuple holds the identity
+	 * key's columns and NULLs elsewhere.  Send only the key columns, so that
+	 * a NULL in the old tuple always means a NULL in the row.
+	 */
+	if (oldtuple != NULL &&
+		relation->rd_rel->relreplident != REPLICA_IDENTITY_FULL)
+		old_attrs = RelationGetIdentityKeyBitmap(relation);
+
+	ensure_begin_written(ctx, txn);
+
+	write_header(ctx, txn, kind);
+	pq_sendint64(ctx->out, change->lsn);
+	pq_sendint32(ctx->out, relid);
+	send_relation_name(ctx->out, relation);
+
+	pq_sendbyte(ctx->out, newtuple != NULL ? 1 : 0);
+	if (newtuple != NULL)
+		send_tuple(ctx->out, tupdesc, newtuple, NULL);
+
+	pq_sendbyte(ctx->out, oldtuple != NULL ? 1 : 0);
+	if (oldtuple != NULL)
+		send_tuple(ctx->out, tupdesc, oldtuple, old_attrs);
+
+	OutputPluginWrite(ctx, true);
+
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(data->context);
+}
+
+static void
+kafgres_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+				 int nrelations, Relation relations[],
+				 ReorderBufferChange *change)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+	int			nmapped = 0;
+	int			i;
+
+	/* TRUNCATE kafgres.mapping unmaps everything from here on */
+	for (i = 0; i < nrelations; i++)
+	{
+		if (changes_mapping_table(data, relations[i]))
+			forget_mappings(data);
+	}
+
+	for (i = 0; i < nrelations; i++)
+	{
+		if (relation_is_mapped(data, RelationGetRelid(relations[i])))
+			nmapped++;
+	}
+
+	if (nmapped == 0)
+	{
+		skipped_change(ctx);
+		return;
+	}
+
+	/* a TRUNCATE names at most a few thousand tables, never 65535 */
+	if (nmapped > PG_UINT16_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("TRUNCATE at %X/%X names too many mapped tables to decode",
+						LSN_FORMAT_ARGS(change->lsn)),
+				 errdetail("%d mapped tables are truncated; a kafgres frame can list at most %d.",
+						   nmapped, PG_UINT16_MAX)));
+
+	ensure_begin_written(ctx, txn);
+
+	write_header(ctx, txn, FRAME_TRUNCATE);
+	pq_sendint64(ctx->out, change->lsn);
+	pq_sendint16(ctx->out, (uint16) nmapped);
+	for (i = 0; i < nrelations; i++)
+	{
+		Relation	relation = relations[i];
+
+		if (!relation_is_mapped(data, RelationGetRelid(relation)))
+			continue;
+		pq_sendint32(ctx->out, RelationGetRelid(relation));
+		send_relation_name(ctx->out, relation);
+	}
+	OutputPluginWrite(ctx, true);
+
+	MemoryContextReset(data->context);
+}
+
+/*
+ * Is relid mapped, as of the current historic snapshot?  Answers are cached
+ * for the rest of the transaction, so that a transaction changing many rows
+ * of one table costs one index lookup, not one per row.
+ */
+static bool
+relation_is_mapped(KafgresDecodingData *data, Oid relid)
+{
+	MappedRelEntry *entry;
+	bool		found;
+
+	if (!data->mapping_looked_up)
+		lookup_mapping_table(data);
+
+	/* no kafgres.mapping (yet): the extension is not installed, or is newer */
+	if (!OidIsValid(data->mapping_relid))
+		return false;
+
+	if (data->mapped_rels == NULL)
+	{
+		HASHCTL		hash_ctl;
+
+		hash_ctl.keysize = sizeof(Oid);
+		hash_ctl.entrysize = sizeof(MappedRelEntry);
+		hash_ctl.hcxt = data->txn_context;
+		data->mapped_rels = hash_create("kafgres mapped relations", 32,
+										&hash_ctl,
+										HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+
+	entry = hash_search(data->mapped_rels, &relid, HASH_ENTER, &found);
+	if (!found)
+	{
+		/* don't leave a half-made entry behind if the lookup fails */
+		entry->mapped = false;
+		PG_TRY();
+		{
+			entry->mapped = mapping_row_exists(data, relid);
+		}
+		PG_CATCH();
+		{
+			hash_search(data->mapped_rels, &relid, HASH_REMOVE, NULL);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+
+	return entry->mapped;
+}
+
+/*
+ * Find kafgres.mapping, its source_relid column and the index on it, under
+ * the historic snapshot.  Any of them missing is not an error: a slot can be
+ * created before CREATE EXTENSION kafgres, and then there is nothing mapped
+ * until the extension exists.
+ */
+static void
+lookup_mapping_table(KafgresDecodingData *data)
+{
+	Oid			nspid;
+
+	data->mapping_looked_up = true;
+	data->mapping_relid = InvalidOid;
+	data->mapping_index = InvalidOid;
+	data->mapping_attnum = InvalidAttrNumber;
+
+	nspid = get_namespace_oid("kafgres", true);
+	if (!OidIsValid(nspid))
+		return;
+
+	data->mapping_relid = get_relname_relid("mapping", nspid);
+	if (!OidIsValid(data->mapping_relid))
+		return;
+
+	data->mapping_attnum = get_attnum(data->mapping_relid, "source_relid");
+	if (data->mapping_attnum == InvalidAttrNumber ||
+		get_atttype(data->mapping_relid, data->mapping_attnum) != OIDOID)
+	{
+		/* not a kafgres.mapping we know how to read */
+		data->mapping_relid = InvalidOid;
+		return;
+	}
+
+	/* without the index we fall back to a sequential scan: slower, correct */
+	data->mapping_index = get_relname_relid("mapping_source_relid_idx", nspid);
+}
+
+/*
+ * Does kafgres.mapping have a row for relid?  Read with the systable scan
+ * API, as the logical decoding documentation requires for user catalog
+ * tables; the snapshot is the historic one logical decoding has set up.
+ */
+static bool
+mapping_row_exists(KafgresDecodingData *data, Oid relid)
+{
+	Relation	mapping;
+	SysScanDesc scan;
+	ScanKeyData key;
+	bool		exists;
+
+	mapping = table_open(data->mapping_relid, AccessShareLock);
+
+	ScanKeyInit(&key,
+				data->mapping_attnum,
+				BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+
+	scan = systable_beginscan(mapping, data->mapping_index,
+							  OidIsValid(data->mapping_index),
+							  NULL, 1, &key);
+	exists = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+
+	table_close(mapping, AccessShareLock);
+
+	return exists;
+}
+
+/*
+ * Account for a change we did not send, reporting progress now and then so
+ * that a long stretch of unmapped changes does not look like a dead
+ * walsender to the receiving side.
+ */
+static void
+skipped_change(LogicalDecodingContext *ctx)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+
+	if (++data->skipped_changes >= SKIPPED_CHANGES_THRESHOLD)
+	{
+		OutputPluginUpdateProgress(ctx, false);
+		data->skipped_changes = 0;
+	}
+}
+
+/*
+ * Start a frame: prepare the write and put the common header into ctx->out.
+ * The caller appends the kind's fields and calls OutputPluginWrite.
+ */
+static void
+write_header(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, char kind)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+
+	OutputPluginPrepareWrite(ctx, true);
+	pq_sendbyte(ctx->out, KAFGRES_FRAME_VERSION);
+	pq_sendbyte(ctx->out, (uint8) kind);
+	pq_sendint64(ctx->out, txn->end_lsn);
+	pq_sendint32(ctx->out, txn->xid);
+
+	/* anything written counts as a sign of life */
+	data->skipped_changes = 0;
+}
+
+/* Write the transaction's B frame, unless it has been written already. */
+static void
+ensure_begin_written(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+
+	if (data->begin_written)
+		return;
+
+	write_header(ctx, txn, FRAME_BEGIN);
+	pq_sendint64(ctx->out, txn->final_lsn);
+	pq_sendint64(ctx->out, txn->xact_time.commit_time);
+	OutputPluginWrite(ctx, true);
+
+	data->begin_written = true;
+}
+
+/* string16: uint16 length, then the bytes (no terminator) */
+static void
+send_string16(StringInfo out, const char *str)
+{
+	size_t		len = strlen(str);
+
+	/* identifiers are at most NAMEDATALEN bytes; this is a can't-happen */
+	if (len > PG_UINT16_MAX)
+		elog(ERROR, "string of %zu bytes does not fit a kafgres frame", len);
+
+	pq_sendint16(out, (uint16) len);
+	pq_sendbytes(out, str, (int) len);
+}
+
+/* schema and table name of a relation, as two string16 */
+static void
+send_relation_name(StringInfo out, Relation relation)
+{
+	char	   *nspname = get_namespace_name(RelationGetNamespace(relation));
+
+	if (nspname == NULL)
+		elog(ERROR, "cache lookup failed for namespace %u",
+			 RelationGetNamespace(relation));
+
+	send_string16(out, nspname);
+	send_string16(out, RelationGetRelationName(relation));
+}
+
+/*
+ * A tuple: uint16 column count, then per column name, type OID, kind and,
+ * for kind 't', the value's text output.  Dropped columns are left out.
+ * With only_attrs set (an old tuple carrying the replica identity key) only
+ * those columns are sent; its members are offset by
+ * FirstLowInvalidHeapAttributeNumber, as the relcache returns them.
+ */
+static void
+send_tuple(StringInfo out, TupleDesc tupdesc, HeapTuple tuple,
+		   Bitmapset *only_attrs)
+{
+	int			ncolumns = 0;
+	int			natt;
+
+	for (natt = 0; natt < tupdesc->natts; natt++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, natt);
+
+		if (attr->attisdropped)
+			continue;
+		if (only_attrs != NULL &&
+			!bms_is_member(attr->attnum - FirstLowInvalidHeapAttributeNumber,
+						   only_attrs))
+			continue;
+		ncolumns++;
+	}
+
+	/* MaxTupleAttributeNumber is 1664, far below 65535 */
+	pq_sendint16(out, (uint16) ncolumns);
+
+	for (natt = 0; natt < tupdesc->natts; natt++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, natt);
+		Oid			typid = attr->atttypid;
+		Oid			typoutput;
+		bool		typisvarlena;
+		Datum		origval;
+		bool		isnull;
+
+		if (attr->attisdropped)
+			continue;
+		if (only_attrs != NULL &&
+			!bms_is_member(attr->attnum - FirstLowInvalidHeapAttributeNumber,
+						   only_attrs))
+			continue;
+
+		send_string16(out, NameStr(attr->attname));
+		pq_sendint32(out, typid);
+
+		origval = heap_getattr(tuple, attr->attnum, tupdesc, &isnull);
+		getTypeOutputInfo(typid, &typoutput, &typisvarlena);
+
+		if (isnull)
+			pq_sendbyte(out, COLUMN_NULL);
+		else if (typisvarlena && VARATT_IS_EXTERNAL_ONDISK(origval))
+		{
+			/*
+			 * A TOASTed value the update did not touch: the WAL has only the
+			 * pointer, and the TOAST table cannot be read as of this change.
+			 * The decoder must keep the column's previous value.
+			 */
+			pq_sendbyte(out, COLUMN_UNCHANGED_TOAST);
+		}
+		else
+		{
+			char	   *str = OidOutputFunctionCall(typoutput, origval);
+			size_t		len = strlen(str);
+
+			pq_sendbyte(out, COLUMN_TEXT);
+			pq_sendint32(out, (uint32) len);
+			pq_sendbytes(out, str, (int) len);
+		}
+	}
+}

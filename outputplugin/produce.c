@@ -1,0 +1,760 @@
+/*-------------------------------------------------------------------------
+ *
+ * produce.c
+ *	  kafgres_produce(): produce a Kafka record from SQL, transactionally.
+ *
+ * The record is written to the WAL as a transactional logical message with
+ * prefix "kafgres".  Logical decoding hands it to the output plugin
+ * (plugin.c) only if the transaction commits, and the broker appends it to
+ * the topic from there: the record exists if and only if the transaction
+ * that produced it commits.  The message content is specified in
+ * docs/producing.md ("Message format").
+ *
+ * Everything that can be checked here is checked before anything is
+ * written, so that an error leaves no message behind.  What cannot be
+ * checked here (the broker's view of the topic at delivery) is the broker's
+ * business.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "libpq/pqformat.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "replication/message.h"
+#include "replication/slot.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/pg_lsn.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "kafgres.h"
+
+/* first byte of every message; bump it with docs/producing.md */
+#define KAFGRES_MESSAGE_VERSION		1
+
+/* logical message prefix, and the name of the slot the broker reads */
+#define KAFGRES_MESSAGE_PREFIX		"kafgres"
+#define KAFGRES_SLOT_NAME			"kafgres"
+#define KAFGRES_PLUGIN_NAME			"kafgres"
+
+/* Kafka's limit on topic names, checked by kafgres_create_topic() too */
+#define TOPIC_NAME_MAX_LENGTH		249
+
+/*
+ * Size of a Kafka v2 record batch header (base offset through record
+ * count), which kafgres.max_message_bytes counts like Kafka's
+ * max.message.bytes does.
+ */
+#define RECORD_BATCH_OVERHEAD		61
+
+/* a header; value NULL (with value_len -1) is a null header value */
+typedef struct ProduceHeader
+{
+	const char *key;
+	int			key_len;
+	const char *value;
+	int			value_len;
+} ProduceHeader;
+
+/* one record to produce; a NULL key or value has length -1 */
+typedef struct ProduceRecord
+{
+	const char *topic;
+	int32		partition;		/* -1: the broker chooses */
+	const char *key;
+	int			key_len;
+	const char *value;
+	int			value_len;
+	int			nheaders;
+	ProduceHeader *headers;
+} ProduceRecord;
+
+PG_FUNCTION_INFO_V1(kafgres_produce_text);
+PG_FUNCTION_INFO_V1(kafgres_produce_bytea);
+PG_FUNCTION_INFO_V1(kafgres_produce_arrays);
+
+static XLogRecPtr produce(ProduceRecord *rec);
+static const char *topic_argument(FunctionCallInfo fcinfo, int argno);
+static int32 partition_argument(FunctionCallInfo fcinfo, int argno);
+static void text_argument(FunctionCallInfo fcinfo, int argno,
+						  const char **data, int *len);
+static void bytea_argument(FunctionCallInfo fcinfo, int argno,
+						   const char **data, int *len);
+static void headers_from_jsonb(ProduceRecord *rec, Jsonb *jb);
+static void headers_from_arrays(ProduceRecord *rec, ArrayType *keys,
+								ArrayType *values);
+static void check_topic_name(const char *topic);
+static void check_header_key(const char *key, int len);
+static void check_record_size(ProduceRecord *rec);
+static void check_topic_and_partition(ProduceRecord *rec);
+static void check_slot(void);
+static int64 varint_size(int64 value);
+static void send_string16(StringInfo buf, const char *data, int len);
+static void send_bytes32(StringInfo buf, const char *data, int len);
+
+/*
+ * kafgres_produce(topic text, key text, value text,
+ *				   headers jsonb DEFAULT NULL, partition int DEFAULT NULL)
+ *
+ * Key and value are sent as UTF-8.
+ */
+Datum
+kafgres_produce_text(PG_FUNCTION_ARGS)
+{
+	ProduceRecord rec = {0};
+
+	rec.topic = topic_argument(fcinfo, 0);
+	text_argument(fcinfo, 1, &rec.key, &rec.key_len);
+	text_argument(fcinfo, 2, &rec.value, &rec.value_len);
+	if (!PG_ARGISNULL(3))
+		headers_from_jsonb(&rec, PG_GETARG_JSONB_P(3));
+	rec.partition = partition_argument(fcinfo, 4);
+
+	PG_RETURN_LSN(produce(&rec));
+}
+
+/*
+ * kafgres_produce(topic text, key bytea, value bytea,
+ *				   headers jsonb DEFAULT NULL, partition int DEFAULT NULL)
+ */
+Datum
+kafgres_produce_bytea(PG_FUNCTION_ARGS)
+{
+	ProduceRecord rec = {0};
+
+	rec.topic = topic_argument(fcinfo, 0);
+	bytea_argument(fcinfo, 1, &rec.key, &rec.key_len);
+	bytea_argument(fcinfo, 2, &rec.value, &rec.value_len);
+	if (!PG_ARGISNULL(3))
+		headers_from_jsonb(&rec, PG_GETARG_JSONB_P(3));
+	rec.partition = partition_argument(fcinfo, 4);
+
+	PG_RETURN_LSN(produce(&rec));
+}
+
+/*
+ * kafgres_produce(topic text, key bytea, value bytea,
+ *				   header_keys text[], header_values bytea[],
+ *				   partition int DEFAULT NULL)
+ *
+ * For headers that a jsonb object cannot carry: binary values, repeated
+ * keys, or an order of one's choosing.
+ */
+Datum
+kafgres_produce_arrays(PG_FUNCTION_ARGS)
+{
+	ProduceRecord rec = {0};
+
+	rec.topic = topic_argument(fcinfo, 0);
+	bytea_argument(fcinfo, 1, &rec.key, &rec.key_len);
+	bytea_argument(fcinfo, 2, &rec.value, &rec.value_len);
+	headers_from_arrays(&rec,
+						PG_ARGISNULL(3) ? NULL : PG_GETARG_ARRAYTYPE_P(3),
+						PG_ARGISNULL(4) ? NULL : PG_GETARG_ARRAYTYPE_P(4));
+	rec.partition = partition_argument(fcinfo, 5);
+
+	PG_RETURN_LSN(produce(&rec));
+}
+
+/*
+ * Check everything, then write the message.  Returns the message's LSN.
+ */
+static XLogRecPtr
+produce(ProduceRecord *rec)
+{
+	StringInfoData buf;
+	XLogRecPtr	lsn;
+	int			i;
+
+	/* a produced record is a write, whatever the WAL machinery thinks */
+	PreventCommandIfReadOnly("kafgres_produce()");
+	PreventCommandDuringRecovery("kafgres_produce()");
+
+	check_record_size(rec);
+	check_topic_and_partition(rec);
+
+	/*
+	 * Without logical decoding nobody would ever read the message: the
+	 * record would be silently lost.  The server refuses to start with a
+	 * logical slot and a lower wal_level, but check anyway, for the clearer
+	 * message.
+	 */
+	if (wal_level < WAL_LEVEL_LOGICAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("kafgres_produce requires wal_level = logical"),
+				 errdetail("wal_level is \"%s\".",
+						   GetConfigOption("wal_level", false, false)),
+				 errhint("Set wal_level = logical in postgresql.conf and restart the server.")));
+
+	check_slot();
+
+	initStringInfo(&buf);
+	pq_sendbyte(&buf, KAFGRES_MESSAGE_VERSION);
+	send_string16(&buf, rec->topic, strlen(rec->topic));
+	pq_sendint32(&buf, (uint32) rec->partition);
+	send_bytes32(&buf, rec->key, rec->key_len);
+	send_bytes32(&buf, rec->value, rec->value_len);
+	pq_sendint16(&buf, (uint16) rec->nheaders);
+	for (i = 0; i < rec->nheaders; i++)
+	{
+		send_string16(&buf, rec->headers[i].key, rec->headers[i].key_len);
+		send_bytes32(&buf, rec->headers[i].value, rec->headers[i].value_len);
+	}
+
+	/*
+	 * Transactional: decoded with its transaction, at commit, and dropped
+	 * if the transaction (or the subtransaction that wrote it) aborts.
+	 *
+	 * The LSN returned is the end of the message's WAL record, as with
+	 * pg_logical_emit_message(); logical decoding reports the same position
+	 * as the message's, so it is also the lsn of the M frame.
+	 */
+	lsn = LogLogicalMessage(KAFGRES_MESSAGE_PREFIX, buf.data, buf.len, true);
+
+	pfree(buf.data);
+
+	return lsn;
+}
+
+static const char *
+topic_argument(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *topic;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument \"topic\" of kafgres_produce must not be null")));
+
+	topic = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	check_topic_name(topic);
+	return topic;
+}
+
+/* NULL means "the broker chooses", which the message spells -1 */
+static int32
+partition_argument(FunctionCallInfo fcinfo, int argno)
+{
+	int32		partition;
+
+	if (PG_ARGISNULL(argno))
+		return -1;
+
+	partition = PG_GETARG_INT32(argno);
+	if (partition < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid partition %d in argument \"partition\" of kafgres_produce",
+						partition),
+				 errdetail("Partitions are numbered from 0."),
+				 errhint("Pass NULL to let the broker choose the partition.")));
+	return partition;
+}
+
+/*
+ * A text key or value, as UTF-8: Kafka clients take string keys and values
+ * to be UTF-8, whatever the database's encoding.
+ */
+static void
+text_argument(FunctionCallInfo fcinfo, int argno, const char **data, int *len)
+{
+	text	   *t;
+
+	if (PG_ARGISNULL(argno))
+	{
+		*data = NULL;
+		*len = -1;
+		return;
+	}
+
+	t = PG_GETARG_TEXT_PP(argno);
+	*data = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
+	*len = (*data == VARDATA_ANY(t)) ? VARSIZE_ANY_EXHDR(t) : strlen(*data);
+}
+
+static void
+bytea_argument(FunctionCallInfo fcinfo, int argno, const char **data, int *len)
+{
+	bytea	   *b;
+
+	if (PG_ARGISNULL(argno))
+	{
+		*data = NULL;
+		*len = -1;
+		return;
+	}
+
+	b = PG_GETARG_BYTEA_PP(argno);
+	*data = VARDATA_ANY(b);
+	*len = VARSIZE_ANY_EXHDR(b);
+}
+
+/*
+ * Headers from a jsonb object: each key is a header; a string value is sent
+ * as its UTF-8 bytes, null as a null header value, and anything else
+ * (numbers, booleans, arrays, objects) as its JSON text.  jsonb keeps keys
+ * unique and in its own order, so the headers come in that order.
+ */
+static void
+headers_from_jsonb(ProduceRecord *rec, Jsonb *jb)
+{
+	JsonbIterator *it;
+	JsonbIteratorToken token;
+	JsonbValue	v;
+	int			n = 0;
+
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"headers\" of kafgres_produce must be a JSON object"),
+				 errdetail("It is a JSON %s.",
+						   JB_ROOT_IS_SCALAR(jb) ? "scalar" : "array"),
+				 errhint("Pass headers as '{\"name\": \"value\", ...}', or NULL for none.")));
+
+	if (JB_ROOT_COUNT(jb) > PG_UINT16_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many headers in argument \"headers\" of kafgres_produce"),
+				 errdetail("It has %u keys; a record can have at most %d headers.",
+						   JB_ROOT_COUNT(jb), PG_UINT16_MAX)));
+
+	rec->nheaders = JB_ROOT_COUNT(jb);
+	rec->headers = palloc0(sizeof(ProduceHeader) * Max(rec->nheaders, 1));
+
+	it = JsonbIteratorInit(&jb->root);
+	while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		ProduceHeader *h;
+
+		if (token == WJB_KEY)
+		{
+			Assert(n < rec->nheaders);
+			h = &rec->headers[n];
+			h->key = pg_server_to_any(v.val.string.val, v.val.string.len,
+									  PG_UTF8);
+			h->key_len = (h->key == v.val.string.val) ?
+				v.val.string.len : strlen(h->key);
+			check_header_key(h->key, h->key_len);
+		}
+		else if (token == WJB_VALUE)
+		{
+			h = &rec->headers[n++];
+			if (v.type == jbvNull)
+			{
+				h->value = NULL;
+				h->value_len = -1;
+			}
+			else if (v.type == jbvString)
+			{
+				h->value = pg_server_to_any(v.val.string.val,
+											v.val.string.len, PG_UTF8);
+				h->value_len = (h->value == v.val.string.val) ?
+					v.val.string.len : strlen(h->value);
+			}
+			else
+			{
+				/* numbers, booleans, nested arrays and objects: JSON text */
+				Jsonb	   *value = JsonbValueToJsonb(&v);
+				char	   *json = JsonbToCString(NULL, &value->root,
+												  VARSIZE(value));
+
+				h->value = pg_server_to_any(json, strlen(json), PG_UTF8);
+				h->value_len = strlen(h->value);
+			}
+		}
+	}
+	Assert(n == rec->nheaders);
+}
+
+/*
+ * Headers from two parallel arrays.  NULL for an array means no elements,
+ * so (NULL, NULL) is "no headers".
+ */
+static void
+headers_from_arrays(ProduceRecord *rec, ArrayType *keys, ArrayType *values)
+{
+	Datum	   *key_datums = NULL;
+	bool	   *key_nulls = NULL;
+	int			nkeys = 0;
+	Datum	   *value_datums = NULL;
+	bool	   *value_nulls = NULL;
+	int			nvalues = 0;
+	int			i;
+
+	if (keys != NULL)
+	{
+		if (ARR_NDIM(keys) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("argument \"header_keys\" of kafgres_produce must be a one-dimensional array")));
+		deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT,
+						  &key_datums, &key_nulls, &nkeys);
+	}
+	if (values != NULL)
+	{
+		if (ARR_NDIM(values) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("argument \"header_values\" of kafgres_produce must be a one-dimensional array")));
+		deconstruct_array(values, BYTEAOID, -1, false, TYPALIGN_INT,
+						  &value_datums, &value_nulls, &nvalues);
+	}
+
+	if (nkeys != nvalues)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("arguments \"header_keys\" and \"header_values\" of kafgres_produce must have the same number of elements"),
+				 errdetail("header_keys has %d elements, header_values has %d.",
+						   nkeys, nvalues)));
+
+	if (nkeys > PG_UINT16_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many headers in argument \"header_keys\" of kafgres_produce"),
+				 errdetail("It has %d elements; a record can have at most %d headers.",
+						   nkeys, PG_UINT16_MAX)));
+
+	rec->nheaders = nkeys;
+	rec->headers = palloc0(sizeof(ProduceHeader) * Max(nkeys, 1));
+
+	for (i = 0; i < nkeys; i++)
+	{
+		ProduceHeader *h = &rec->headers[i];
+		text	   *k;
+
+		/* Kafka header keys are strings; only values may be null */
+		if (key_nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("argument \"header_keys\" of kafgres_produce must not contain nulls"),
+					 errdetail("Element %d is null.", i + 1),
+					 errhint("A header's value may be null, its key may not.")));
+
+		k = DatumGetTextPP(key_datums[i]);
+		h->key = pg_server_to_any(VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k), PG_UTF8);
+		h->key_len = (h->key == VARDATA_ANY(k)) ?
+			VARSIZE_ANY_EXHDR(k) : strlen(h->key);
+		check_header_key(h->key, h->key_len);
+
+		if (value_nulls[i])
+		{
+			h->value = NULL;
+			h->value_len = -1;
+		}
+		else
+		{
+			bytea	   *v = DatumGetByteaPP(value_datums[i]);
+
+			h->value = VARDATA_ANY(v);
+			h->value_len = VARSIZE_ANY_EXHDR(v);
+		}
+	}
+}
+
+/* Kafka's rules, with kafgres_create_topic()'s messages */
+static void
+check_topic_name(const char *topic)
+{
+	size_t		len = strlen(topic);
+	const char *p;
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid topic name: the name is empty"),
+				 errhint("Pass a non-empty name as argument \"topic\".")));
+
+	if (strcmp(topic, ".") == 0 || strcmp(topic, "..") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid topic name \"%s\": \".\" and \"..\" are not allowed",
+						topic)));
+
+	for (p = topic; *p; p++)
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			  (*p >= '0' && *p <= '9') ||
+			  *p == '.' || *p == '_' || *p == '-'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid topic name \"%s\" in argument \"topic\"", topic),
+					 errdetail("Topic names may contain only ASCII letters, digits, \".\", \"_\" and \"-\".")));
+	}
+
+	/* all ASCII by now, so bytes are characters */
+	if (len > TOPIC_NAME_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid topic name \"%.40s...\": the name is %zu characters long",
+						topic, len),
+				 errdetail("Topic names can be at most %d characters long.",
+						   TOPIC_NAME_MAX_LENGTH)));
+}
+
+static void
+check_header_key(const char *key, int len)
+{
+	if (len > PG_UINT16_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("header key of kafgres_produce is too long"),
+				 errdetail("The key \"%.40s...\" is %d bytes long; at most %d are allowed.",
+						   key, len, PG_UINT16_MAX)));
+}
+
+/* bytes of a zigzag varint, as Kafka encodes lengths in v2 records */
+static int64
+varint_size(int64 value)
+{
+	uint64		v = ((uint64) value << 1) ^ (uint64) (value >> 63);
+	int64		bytes = 1;
+
+	while (v >= 0x80)
+	{
+		v >>= 7;
+		bytes++;
+	}
+	return bytes;
+}
+
+/*
+ * kafgres.max_message_bytes is Kafka's max.message.bytes: the limit on a
+ * record batch.  We count the batch this record would make on its own, so
+ * that SQL accepts exactly what a Kafka producer sending it alone could
+ * send.
+ */
+static void
+check_record_size(ProduceRecord *rec)
+{
+	int64		headers_bytes = 0;
+	int64		body;
+	int64		batch;
+	int			i;
+
+	/* attributes, timestamp delta 0, offset delta 0 */
+	body = 3;
+	body += varint_size(rec->key_len) + Max(rec->key_len, 0);
+	body += varint_size(rec->value_len) + Max(rec->value_len, 0);
+	body += varint_size(rec->nheaders);
+	for (i = 0; i < rec->nheaders; i++)
+	{
+		ProduceHeader *h = &rec->headers[i];
+
+		body += varint_size(h->key_len) + h->key_len;
+		body += varint_size(h->value_len) + Max(h->value_len, 0);
+		headers_bytes += h->key_len + Max(h->value_len, 0);
+	}
+	batch = RECORD_BATCH_OVERHEAD + varint_size(body) + body;
+
+	if (batch > kafgres_max_message_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("record for topic \"%s\" is too large", rec->topic),
+				 errdetail("The record takes %lld bytes as a Kafka record batch "
+						   "(key %d bytes, value %d bytes, %d headers of %lld bytes); "
+						   "kafgres.max_message_bytes is %d.",
+						   (long long) batch,
+						   Max(rec->key_len, 0), Max(rec->value_len, 0),
+						   rec->nheaders, (long long) headers_bytes,
+						   kafgres_max_message_bytes)));
+}
+
+/*
+ * The topic must exist, unless the broker may create it at delivery; an
+ * explicit partition must exist too.  Read with an index scan under the
+ * statement's snapshot rather than through SPI: it is cheap, it sees topics
+ * created earlier in the same transaction, and it does not require callers
+ * to have privileges on kafgres.topic -- EXECUTE on kafgres_produce is the
+ * right to produce.
+ */
+static void
+check_topic_and_partition(ProduceRecord *rec)
+{
+	Oid			nspid;
+	Oid			topic_relid;
+	Oid			index_relid;
+	AttrNumber	name_attnum;
+	AttrNumber	partitions_attnum;
+	Relation	rel;
+	TupleDesc	desc;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		exists = false;
+	int32		partitions = 0;
+
+	nspid = get_namespace_oid("kafgres", true);
+	topic_relid = OidIsValid(nspid) ? get_relname_relid("topic", nspid) : InvalidOid;
+	if (!OidIsValid(topic_relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table kafgres.topic does not exist"),
+				 errhint("Run CREATE EXTENSION kafgres in this database.")));
+
+	name_attnum = get_attnum(topic_relid, "name");
+	partitions_attnum = get_attnum(topic_relid, "partitions");
+	if (name_attnum == InvalidAttrNumber || partitions_attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("table kafgres.topic lacks column \"name\" or \"partitions\""),
+				 errhint("The kafgres extension's tables have been altered; reinstall the extension.")));
+
+	/* without the unique index a sequential scan gives the same answer */
+	index_relid = get_relname_relid("topic_name_key", nspid);
+
+	rel = table_open(topic_relid, AccessShareLock);
+	desc = RelationGetDescr(rel);
+
+	ScanKeyInit(&key, name_attnum, BTEqualStrategyNumber, F_TEXTEQ,
+				CStringGetTextDatum(rec->topic));
+	/* the index is ordered by the column's collation, so compare with it */
+	key.sk_collation = TupleDescAttr(desc, name_attnum - 1)->attcollation;
+
+	scan = systable_beginscan(rel, index_relid, OidIsValid(index_relid),
+							  GetActiveSnapshot(), 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, partitions_attnum, desc, &isnull);
+
+		exists = true;
+		partitions = isnull ? 0 : DatumGetInt32(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (!exists)
+	{
+		if (!kafgres_auto_create_topics)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("topic \"%s\" does not exist", rec->topic),
+					 errdetail("kafgres.auto_create_topics is off."),
+					 errhint("Create the topic with kafgres_create_topic() first.")));
+
+		/*
+		 * The broker will create it with kafgres.default_partitions
+		 * partitions when it delivers the record; a partition beyond those
+		 * could never be delivered.
+		 */
+		if (rec->partition >= kafgres_default_partitions)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("partition %d of topic \"%s\" does not exist",
+							rec->partition, rec->topic),
+					 errdetail("Topic \"%s\" does not exist yet; it will be created with kafgres.default_partitions = %d partitions, numbered from 0.",
+							   rec->topic, kafgres_default_partitions),
+					 errhint("Create the topic with kafgres_create_topic() and the partition count you need.")));
+		return;
+	}
+
+	if (rec->partition >= partitions)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition %d of topic \"%s\" does not exist",
+						rec->partition, rec->topic),
+				 errdetail("Topic \"%s\" has %d partitions, numbered from 0.",
+						   rec->topic, partitions)));
+}
+
+/*
+ * Slot "kafgres" must exist, in this database, with our plugin: otherwise
+ * nobody decodes the message and the record is silently lost -- messages
+ * written before a slot is created are never decoded by it, and a slot in
+ * another database skips this database's WAL.
+ */
+static void
+check_slot(void)
+{
+	ReplicationSlot *slot;
+	bool		found = false;
+	Oid			database = InvalidOid;
+	NameData	plugin;
+
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	slot = SearchNamedReplicationSlot(KAFGRES_SLOT_NAME, false);
+	if (slot != NULL)
+	{
+		found = true;
+		SpinLockAcquire(&slot->mutex);
+		database = slot->data.database;
+		namestrcpy(&plugin, NameStr(slot->data.plugin));
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replication slot \"%s\" does not exist", KAFGRES_SLOT_NAME),
+				 errhint("The kafgres broker creates it when it starts; check that it is running (kafgres supervisor in pg_stat_activity).")));
+
+	if (!OidIsValid(database))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replication slot \"%s\" is not a logical replication slot",
+						KAFGRES_SLOT_NAME),
+				 errhint("Drop the slot; the kafgres broker creates it when it starts.")));
+
+	if (database != MyDatabaseId)
+	{
+		char	   *dbname = get_database_name(database);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replication slot \"%s\" belongs to another database",
+						KAFGRES_SLOT_NAME),
+				 errdetail("The slot is in database \"%s\"; records produced in this database would never be delivered.",
+						   dbname ? dbname : "(dropped)"),
+				 errhint("Produce in the database named by kafgres.database.")));
+	}
+
+	if (strcmp(NameStr(plugin), KAFGRES_PLUGIN_NAME) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replication slot \"%s\" uses output plugin \"%s\", not \"%s\"",
+						KAFGRES_SLOT_NAME, NameStr(plugin), KAFGRES_PLUGIN_NAME),
+				 errhint("Drop the slot; the kafgres broker creates it when it starts.")));
+}
+
+/* string16: uint16 length, then the bytes */
+static void
+send_string16(StringInfo buf, const char *data, int len)
+{
+	Assert(len >= 0 && len <= PG_UINT16_MAX);
+	pq_sendint16(buf, (uint16) len);
+	pq_sendbytes(buf, data, len);
+}
+
+/* int32 length (-1 for NULL), then the bytes */
+static void
+send_bytes32(StringInfo buf, const char *data, int len)
+{
+	if (data == NULL)
+	{
+		pq_sendint32(buf, (uint32) -1);
+		return;
+	}
+	pq_sendint32(buf, (uint32) len);
+	pq_sendbytes(buf, data, len);
+}
