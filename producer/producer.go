@@ -196,6 +196,16 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 			var recs []record
 			switch it := item.(type) {
 			case *decoder.Message:
+				// format 2: a snapshot row of a CDC mapping, rendered
+				// like a change (docs/producing.md)
+				if len(it.Content) > 0 && it.Content[0] == mappings.SnapshotVersion {
+					if rendered != nil {
+						for _, r := range rendered[i][j] {
+							recs = append(recs, record{topic: r.Topic, partition: -1, key: r.Key, value: r.Value})
+						}
+					}
+					break
+				}
 				rec, err := parseMessage(it.Content)
 				if err != nil {
 					p.logger.Error("skip kafgres message", "lsn", it.LSN, "err", err)

@@ -16,8 +16,11 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/kafgres/kafgres/broker"
 	"github.com/kafgres/kafgres/decoder"
+	"github.com/kafgres/kafgres/mappings"
 	"github.com/kafgres/kafgres/producer"
 )
 
@@ -90,7 +93,16 @@ func run() error {
 	go func() {
 		defer close(produced)
 		dec := decoder.New(decoder.Config{DSN: cfg.DSN, Logger: log.With("component", "decoder")})
-		p := producer.New(dec, b, nil, log.With("component", "producer"))
+		// CDC mappings render in Postgres through their own pool
+		pool, err := pgxpool.New(pctx, cfg.DSN)
+		if err != nil {
+			log.Error("CDC renderer", "err", err)
+			return
+		}
+		defer pool.Close()
+		renderer := mappings.NewRenderer(pool, log.With("component", "mappings"))
+		defer renderer.Close()
+		p := producer.New(dec, b, renderer, log.With("component", "producer"))
 		if err := p.Run(pctx); err != nil {
 			log.Error("SQL produce stopped", "err", err)
 		}

@@ -1,0 +1,927 @@
+package mappings
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafgres/kafgres/decoder"
+)
+
+// Renderer turns decoded changes (and snapshot row messages) into records
+// by evaluating each mapping's expressions in Postgres.
+//
+// Each mapping gets a function kafgres_render.m<id>, created by the broker
+// (a superuser) after Validate, owned by the mapping's owner and SECURITY
+// DEFINER: it runs with the owner's privileges only, and Postgres refuses
+// SET ROLE, set_config('role', ...) and SET SESSION AUTHORIZATION inside a
+// security-definer function, so an expression cannot climb back to the
+// broker's role. It is called with whole arrays of rows, once per mapping
+// and group of transactions, in a READ ONLY transaction.
+type Renderer struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+
+	// stale is set by the LISTEN goroutine: reload definitions before the
+	// next render.
+	stale      atomic.Bool
+	listenOnce sync.Once
+	stopListen context.CancelFunc
+	listenDone chan struct{}
+
+	// Render is called from one goroutine (the producer); mu only makes
+	// concurrent misuse safe.
+	mu         sync.Mutex
+	loaded     bool
+	byRel      map[uint32][]*Mapping
+	byID       map[int64]*Mapping
+	fns        map[int64]*renderFn
+	status     map[int64]*mappingStatus
+	lastFlush  time.Time
+	flushTimer *time.Timer // pending trailing flush, if any
+}
+
+// renderFn is what the renderer knows of one mapping's render function.
+type renderFn struct {
+	key    string // Mapping.key() the function was made for
+	name   string // kafgres_render.m<id>
+	broken error  // the definition cannot be rendered (Validate failed, ...)
+}
+
+// mappingStatus is the broker's view of kafgres.mapping_status, written in
+// batches (flushStatus), not per change.
+type mappingStatus struct {
+	status, lastError      string
+	rendered, deadLettered int64 // not yet written
+	dirty                  bool
+	changed                bool // status or last_error changed: write at once
+}
+
+// job is the rows of one mapping in one Render call.
+type job struct {
+	m    *Mapping
+	rows []renderRow
+}
+
+type renderRow struct {
+	txn, item      int
+	newRow, oldRow *string // JSON objects; nil for none
+	op             string
+	lsn            decoder.LSN
+	xid            int64
+	commitTS       time.Time
+}
+
+// rendered is one output row of a render function.
+type rendered struct {
+	ord  int32
+	pass bool
+	k, v []byte
+}
+
+const (
+	statusActive  = "active"
+	statusStalled = "stalled"
+	statusError   = "error"
+
+	statusFlushInterval = time.Second
+	notifyChannel       = "kafgres_mappings"
+)
+
+func NewRenderer(pool *pgxpool.Pool, logger *slog.Logger) *Renderer {
+	return &Renderer{
+		pool:   pool,
+		logger: logger,
+		byRel:  map[uint32][]*Mapping{},
+		byID:   map[int64]*Mapping{},
+		fns:    map[int64]*renderFn{},
+		status: map[int64]*mappingStatus{},
+	}
+}
+
+// Close stops the LISTEN connection. The pool is the caller's.
+func (r *Renderer) Close() {
+	r.mu.Lock()
+	if r.flushTimer != nil {
+		r.flushTimer.Stop()
+	}
+	r.mu.Unlock()
+	if r.stopListen != nil {
+		r.stopListen()
+		<-r.listenDone
+	}
+}
+
+// Render renders every change and snapshot row message of txns: for each
+// transaction one entry per item, holding the records of that item (one
+// per mapping of the table whose filter passes), nil for other items. An
+// error means nothing should be appended; the caller retries the group.
+func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) ([][][]Record, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.listenOnce.Do(r.startListener)
+
+	out := make([][][]Record, len(txns))
+	need, unknown := false, false
+	for i, tx := range txns {
+		out[i] = make([][]Record, len(tx.Items))
+		for _, item := range tx.Items {
+			switch it := item.(type) {
+			case *decoder.Change:
+				need = true
+				if _, ok := r.byRel[it.RelID]; !ok {
+					unknown = true
+				}
+			case *decoder.Message:
+				if len(it.Content) > 0 && it.Content[0] == SnapshotVersion {
+					need = true
+				}
+			}
+		}
+	}
+	if !need {
+		return out, nil
+	}
+	if !r.loaded || unknown || r.stale.Load() {
+		if err := r.reload(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	jobs, err := r.collect(ctx, txns)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		if err := r.renderJob(ctx, j, out); err != nil {
+			r.flushStatus(ctx, true)
+			return nil, err
+		}
+	}
+	r.flushStatus(ctx, false)
+	return out, nil
+}
+
+// collect groups the rows to render by mapping, in mapping id order.
+func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction) ([]*job, error) {
+	byID := map[int64]*job{}
+	add := func(m *Mapping, row renderRow) {
+		j := byID[m.ID]
+		if j == nil {
+			j = &job{m: m}
+			byID[m.ID] = j
+		}
+		j.rows = append(j.rows, row)
+	}
+	type snapRow struct {
+		id  int64
+		row renderRow
+	}
+	var snaps []snapRow
+	for i, tx := range txns {
+		for k, item := range tx.Items {
+			base := renderRow{txn: i, item: k, xid: int64(tx.Xid), commitTS: tx.CommitTime}
+			switch it := item.(type) {
+			case *decoder.Change:
+				// none: the mapping was removed after the change
+				for _, m := range r.byRel[it.RelID] {
+					row := base
+					row.op, row.lsn = string(it.Op), it.LSN
+					row.newRow = tupleJSON(it.New, it.Old)
+					row.oldRow = tupleJSON(it.Old, nil)
+					add(m, row)
+				}
+			case *decoder.Message:
+				if len(it.Content) == 0 || it.Content[0] != SnapshotVersion {
+					continue
+				}
+				id, js, err := parseSnapshot(it.Content)
+				if err != nil {
+					r.logger.Error("skip snapshot row", "lsn", it.LSN, "err", err)
+					continue
+				}
+				row := base
+				row.op, row.lsn, row.newRow = "R", it.LSN, &js
+				snaps = append(snaps, snapRow{id: id, row: row})
+			}
+		}
+	}
+	if len(snaps) > 0 {
+		ids := make([]int64, len(snaps))
+		xids := make([]int64, len(snaps))
+		for i, s := range snaps {
+			ids[i], xids[i] = s.id, s.row.xid
+		}
+		ok, err := r.snapshotsStarted(ctx, ids, xids)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range snaps {
+			m := r.byID[s.id]
+			switch {
+			case m == nil: // removed since
+			case !ok[[2]int64{s.id, s.row.xid}]:
+				r.logger.Warn("drop snapshot row not written by kafgres_snapshot_mapping", "mapping", m.Name, "lsn", s.row.lsn, "xid", s.row.xid)
+			default:
+				add(m, s.row)
+			}
+		}
+	}
+	ids := make([]int64, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	jobs := make([]*job, len(ids))
+	for i, id := range ids {
+		jobs[i] = byID[id]
+	}
+	return jobs, nil
+}
+
+const snapshotsStartedSQL = `
+SELECT u.m, u.x
+  FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::int8[])) AS u(m, x)
+ WHERE EXISTS (SELECT 1 FROM kafgres.mapping_snapshot AS s
+                WHERE s.mapping_id = u.m
+                  AND s.xid::text::bigint % 4294967296 = u.x)`
+
+// snapshotsStarted says which (mapping, xid) pairs were marked by
+// kafgres_snapshot_mapping: anyone may emit a logical message, but only a
+// mapping's owner can mark a transaction as its snapshot.
+func (r *Renderer) snapshotsStarted(ctx context.Context, ids, xids []int64) (map[[2]int64]bool, error) {
+	rows, err := r.pool.Query(ctx, snapshotsStartedSQL, ids, xids)
+	if err != nil {
+		return nil, fmt.Errorf("check snapshot markers: %w", err)
+	}
+	ok := map[[2]int64]bool{}
+	var m, x int64
+	_, err = pgx.ForEachRow(rows, []any{&m, &x}, func() error {
+		ok[[2]int64{m, x}] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("check snapshot markers: %w", err)
+	}
+	return ok, nil
+}
+
+// renderJob renders one mapping's rows into out. Rows that fail are
+// dead-lettered or stall the mapping (an error), as its on_error says.
+func (r *Renderer) renderJob(ctx context.Context, j *job, out [][][]Record) error {
+	fn, renderErr, err := r.ensureFunction(ctx, j.m, false)
+	if err != nil {
+		return err
+	}
+	if fn != nil && fn.broken != nil {
+		return nil // status 'error': never rendered
+	}
+	var res []rendered
+	if renderErr == nil {
+		res, renderErr, err = r.call(ctx, fn, j.rows)
+		if err != nil {
+			return err
+		}
+	}
+	if renderErr != nil && staleFunction(renderErr) {
+		// The table's columns may have changed under the function, or it
+		// was dropped: make it again, once, before blaming the rows.
+		if fn, renderErr, err = r.ensureFunction(ctx, j.m, true); err != nil {
+			return err
+		}
+		if renderErr == nil {
+			if res, renderErr, err = r.call(ctx, fn, j.rows); err != nil {
+				return err
+			}
+		}
+	}
+	var failed []failure
+	if renderErr != nil {
+		if fn == nil { // no function to call: every row fails the same way
+			for i := range j.rows {
+				failed = append(failed, failure{row: i, err: renderErr})
+			}
+		} else if res, failed, err = r.callEach(ctx, fn, j.rows, j.m.OnError == OnErrorStall); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		if err := r.handleFailures(ctx, j, failed); err != nil {
+			return err
+		}
+	}
+	n := int64(0)
+	for _, o := range res {
+		if !o.pass || int(o.ord) >= len(j.rows) || o.ord < 0 {
+			continue
+		}
+		row := j.rows[o.ord]
+		out[row.txn][row.item] = append(out[row.txn][row.item], Record{Topic: j.m.Topic, Key: o.k, Value: o.v})
+		n++
+	}
+	st := r.statusOf(j.m.ID)
+	if len(failed) == 0 && (st.status != statusActive || st.lastError != "") {
+		st.status, st.lastError, st.dirty, st.changed = statusActive, "", true, true
+	}
+	if n > 0 {
+		st.rendered += n
+		st.dirty = true
+	}
+	return nil
+}
+
+type failure struct {
+	row int
+	err error
+}
+
+// ErrStalled is wrapped by Render's error when a mapping with on_error
+// 'stall' could not render a change.
+var ErrStalled = errors.New("mapping stalled")
+
+const deadLetterSQL = `
+WITH ins AS (
+    INSERT INTO kafgres.dead_letter (mapping_id, mapping_name, lsn, xid, op, error, new_row, old_row)
+    SELECT u.* FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::text[]),
+                               pg_catalog.unnest($3::text[]::pg_lsn[]), pg_catalog.unnest($4::int8[]),
+                               pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
+                               pg_catalog.unnest($7::text[]::jsonb[]), pg_catalog.unnest($8::text[]::jsonb[]))
+                    AS u(mapping_id, mapping_name, lsn, xid, op, error, new_row, old_row)
+    ON CONFLICT (mapping_id, lsn) DO NOTHING
+    RETURNING 1)
+SELECT count(*) FROM ins`
+
+func (r *Renderer) handleFailures(ctx context.Context, j *job, failed []failure) error {
+	st := r.statusOf(j.m.ID)
+	first := j.rows[failed[0].row]
+	if j.m.OnError == OnErrorStall {
+		msg := errorText(failed[0].err)
+		if st.status != statusStalled || st.lastError != msg {
+			r.logger.Error("mapping stalled", "mapping", j.m.Name, "lsn", first.lsn, "err", msg)
+		}
+		st.status, st.lastError, st.dirty, st.changed = statusStalled, msg, true, true
+		return fmt.Errorf("%w: %s at %s: %s", ErrStalled, j.m.Name, first.lsn, msg)
+	}
+	n := len(failed)
+	var (
+		ids   = make([]int64, n)
+		names = make([]string, n)
+		lsns  = make([]string, n)
+		xids  = make([]int64, n)
+		ops   = make([]string, n)
+		errs  = make([]string, n)
+		news  = make([]*string, n)
+		olds  = make([]*string, n)
+	)
+	for i, f := range failed {
+		row := j.rows[f.row]
+		ids[i], names[i], lsns[i], xids[i], ops[i] = j.m.ID, j.m.Name, row.lsn.String(), row.xid, row.op
+		errs[i], news[i], olds[i] = errorText(f.err), row.newRow, row.oldRow
+	}
+	var inserted int64
+	if err := r.pool.QueryRow(ctx, deadLetterSQL, ids, names, lsns, xids, ops, errs, news, olds).Scan(&inserted); err != nil {
+		return fmt.Errorf("dead-letter %d changes of mapping %s: %w", n, j.m.Name, err)
+	}
+	r.logger.Warn("dead-lettered changes", "mapping", j.m.Name, "changes", n, "first_lsn", first.lsn, "err", errs[0])
+	st.deadLettered += inserted
+	st.dirty = true
+	return nil
+}
+
+// errorText is the message stored for a failed row: Postgres's own.
+func errorText(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Message
+	}
+	return err.Error()
+}
+
+func (r *Renderer) statusOf(id int64) *mappingStatus {
+	st := r.status[id]
+	if st == nil {
+		st = &mappingStatus{}
+		r.status[id] = st
+	}
+	return st
+}
+
+const flushStatusSQL = `
+INSERT INTO kafgres.mapping_status AS s (mapping_id, status, last_error, rendered, dead_lettered, updated_at)
+SELECT u.id, u.status, u.last_error, u.rendered, u.dead, pg_catalog.now()
+  FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+                  pg_catalog.unnest($4::int8[]), pg_catalog.unnest($5::int8[]))
+       AS u(id, status, last_error, rendered, dead)
+ WHERE EXISTS (SELECT 1 FROM kafgres.mapping AS m WHERE m.mapping_id = u.id)
+ON CONFLICT (mapping_id) DO UPDATE
+   SET status = excluded.status,
+       last_error = excluded.last_error,
+       rendered = s.rendered + excluded.rendered,
+       dead_lettered = s.dead_lettered + excluded.dead_lettered,
+       updated_at = excluded.updated_at`
+
+// flushStatus writes what changed in mapping_status, in one statement:
+// at once when a status changed (or with force), otherwise at most once a
+// second, with a timer making sure counters left over are written even if
+// no further change comes. Failures are logged: the counters are
+// bookkeeping and stay pending for the next flush.
+func (r *Renderer) flushStatus(ctx context.Context, force bool) {
+	dirty := false
+	for _, st := range r.status {
+		force = force || st.changed
+		dirty = dirty || st.dirty
+	}
+	if !dirty {
+		return
+	}
+	if !force && time.Since(r.lastFlush) < statusFlushInterval {
+		if r.flushTimer == nil {
+			r.flushTimer = time.AfterFunc(statusFlushInterval, func() {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.flushTimer = nil
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				r.flushStatus(ctx, true)
+			})
+		}
+		return
+	}
+	var (
+		ids             []int64
+		statuses, lasts []*string
+		rendered, deads []int64
+		flushed         []*mappingStatus
+	)
+	for id, st := range r.status {
+		if !st.dirty {
+			continue
+		}
+		var last *string
+		if st.lastError != "" {
+			last = &st.lastError
+		}
+		status := st.status
+		if status == "" {
+			status = statusActive
+		}
+		ids = append(ids, id)
+		statuses = append(statuses, &status)
+		lasts = append(lasts, last)
+		rendered = append(rendered, st.rendered)
+		deads = append(deads, st.deadLettered)
+		flushed = append(flushed, st)
+	}
+	r.lastFlush = time.Now()
+	if len(ids) == 0 {
+		return
+	}
+	if _, err := r.pool.Exec(ctx, flushStatusSQL, ids, statuses, lasts, rendered, deads); err != nil {
+		r.logger.Warn("update mapping status", "err", err)
+		return
+	}
+	for i, st := range flushed {
+		st.rendered -= rendered[i]
+		st.deadLettered -= deads[i]
+		st.dirty, st.changed = false, false
+	}
+}
+
+// reload reads every mapping definition and drops the render functions of
+// mappings that are gone.
+func (r *Renderer) reload(ctx context.Context) error {
+	r.stale.Store(false) // a notification arriving from here on means reload again
+	ms, err := loadMappings(ctx, r.pool)
+	if err != nil {
+		r.stale.Store(true)
+		return err
+	}
+	r.byRel = map[uint32][]*Mapping{}
+	r.byID = map[int64]*Mapping{}
+	for _, m := range ms {
+		r.byRel[m.SourceRelID] = append(r.byRel[m.SourceRelID], m)
+		r.byID[m.ID] = m
+	}
+	for id := range r.fns {
+		if r.byID[id] == nil {
+			delete(r.fns, id)
+		}
+	}
+	for id := range r.status {
+		if r.byID[id] == nil {
+			delete(r.status, id)
+		}
+	}
+	r.loaded = true
+	r.logger.Debug("loaded mappings", "mappings", len(ms))
+	if err := r.dropOrphans(ctx); err != nil {
+		r.logger.Warn("drop render functions of removed mappings", "err", err)
+	}
+	return nil
+}
+
+const orphansSQL = `
+SELECT p.oid::regprocedure::text
+  FROM pg_catalog.pg_proc AS p
+  JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'kafgres_render'
+   AND p.proname NOT IN (SELECT 'm' || m.mapping_id FROM kafgres.mapping AS m)`
+
+func (r *Renderer) dropOrphans(ctx context.Context) error {
+	rows, err := r.pool.Query(ctx, orphansSQL)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		// regprocedure's text is a quoted, qualified signature
+		if _, err := r.pool.Exec(ctx, "DROP FUNCTION IF EXISTS "+n); err != nil {
+			return fmt.Errorf("drop %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func renderFnName(id int64) string { return "kafgres_render.m" + strconv.FormatInt(id, 10) }
+
+// ensureFunction makes m's render function if it does not exist for m's
+// current definition (or always, with force). It returns the function; or
+// a function marked broken when the definition can never render; or a
+// renderErr when Postgres refused it (a column the expression reads is
+// gone, ...), which the rows share; err is for Postgres being unreachable.
+func (r *Renderer) ensureFunction(ctx context.Context, m *Mapping, force bool) (fn *renderFn, renderErr, err error) {
+	key := m.key()
+	if fn = r.fns[m.ID]; fn != nil && fn.key == key && !force {
+		return fn, nil, nil
+	}
+	delete(r.fns, m.ID)
+	st := r.statusOf(m.ID)
+
+	path, broken := r.check(m)
+	if broken != nil {
+		fn = &renderFn{key: key, broken: broken}
+		r.fns[m.ID] = fn
+		if st.status != statusError || st.lastError != broken.Error() {
+			r.logger.Error("mapping cannot be rendered", "mapping", m.Name, "err", broken)
+		}
+		st.status, st.lastError, st.dirty, st.changed = statusError, broken.Error(), true, true
+		return fn, nil, nil
+	}
+
+	fn = &renderFn{key: key, name: renderFnName(m.ID)}
+	if renderErr, err = r.createFunction(ctx, m, fn.name, path); err != nil || renderErr != nil {
+		return nil, renderErr, err
+	}
+	r.fns[m.ID] = fn
+	if st.status != statusActive || st.lastError != "" {
+		st.status, st.lastError, st.dirty, st.changed = statusActive, "", true, true
+	}
+	r.logger.Info("render function ready", "mapping", m.Name, "function", fn.name)
+	return fn, nil, nil
+}
+
+// check is everything about a definition that no retry can fix. It is
+// the gate before any of m's text is spliced into SQL.
+func (r *Renderer) check(m *Mapping) (searchPath string, err error) {
+	switch {
+	case m.Source == "":
+		return "", fmt.Errorf("source table (oid %d) no longer exists", m.SourceRelID)
+	case m.Owner == "":
+		return "", fmt.Errorf("owner role (oid %d) no longer exists", m.OwnerRole)
+	}
+	for _, e := range []struct {
+		arg  string
+		expr *string
+	}{{"value_expr", m.ValueExpr}, {"key_expr", m.KeyExpr}, {"filter_expr", m.FilterExpr}} {
+		if e.expr == nil {
+			continue
+		}
+		if err := Validate(*e.expr); err != nil {
+			return "", fmt.Errorf("%s: %w", e.arg, err)
+		}
+	}
+	names, err := parseSearchPath(m.SearchPath)
+	if err != nil {
+		return "", err
+	}
+	return quoteSearchPath(names), nil
+}
+
+// exprs are m's expressions, parenthesised, with the defaults for those
+// not given.
+func exprs(m *Mapping) (key, value, filter string) {
+	key, value, filter = "NULL::bytea", "pg_catalog.to_jsonb(new)", "true"
+	if m.KeyExpr != nil {
+		key = "(" + *m.KeyExpr + ")"
+	}
+	if m.ValueExpr != nil {
+		value = "(" + *m.ValueExpr + ")"
+	}
+	if m.FilterExpr != nil {
+		filter = "(" + *m.FilterExpr + ")"
+	}
+	return key, value, filter
+}
+
+// Both the probe and the function read new and old through
+// jsonb_populate_record of the table's row type. LEFT JOIN ... ON the
+// image being there makes an absent image a NULL row (new on a delete, old
+// on an insert), so to_jsonb(new) of a delete is NULL: a tombstone.
+const (
+	probeSQL = `SELECT %s AS k, %s AS v
+  FROM (VALUES ('I'::text, '0/0'::pg_lsn, 0::bigint, pg_catalog.now())) AS c(op, lsn, xid, commit_ts)
+  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, NULL::jsonb) AS new ON false
+  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, NULL::jsonb) AS old ON false
+ WHERE %s`
+
+	renderArgs = `int[], jsonb[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
+
+	createSQL = `CREATE OR REPLACE FUNCTION %s(ord int[], new_rows jsonb[], old_rows jsonb[], op text[],
+                                   lsn pg_lsn[], xid bigint[], commit_ts timestamptz[])
+RETURNS TABLE (ord int, pass boolean, k bytea, v bytea)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path TO %s
+AS %s
+SELECT c.kafgres_ord,
+       CASE WHEN %s THEN true ELSE false END,
+       %s,
+       %s
+  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),
+                  pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7))
+       AS c(kafgres_ord, kafgres_new, kafgres_old, op, lsn, xid, commit_ts)
+  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, c.kafgres_new) AS new ON c.kafgres_new IS NOT NULL
+  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, c.kafgres_old) AS old ON c.kafgres_old IS NOT NULL
+%s`
+)
+
+// createFunction probes m's expressions as its owner to learn their types
+// (bytea is sent as is, anything else as the UTF-8 of its text form), then
+// creates the render function and hands it to the owner.
+func (r *Renderer) createFunction(ctx context.Context, m *Mapping, name, searchPath string) (renderErr, err error) {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create render function of %s: %w", m.Name, err)
+	}
+	defer tx.Rollback(ctx)
+	owner := pgx.Identifier{m.Owner}.Sanitize()
+	key, value, filter := exprs(m)
+
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+owner); err != nil {
+		return classify(err, "probe mapping "+m.Name)
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, true)", m.SearchPath); err != nil {
+		return classify(err, "probe mapping "+m.Name)
+	}
+	sd, err := tx.Conn().PgConn().Prepare(ctx, "", fmt.Sprintf(probeSQL, key, value, m.Source, m.Source, filter), nil)
+	if err != nil {
+		return classify(err, "probe mapping "+m.Name)
+	}
+	if len(sd.Fields) != 2 {
+		return fmt.Errorf("probe of mapping %s returned %d columns", m.Name, len(sd.Fields)), nil
+	}
+	conv := func(e string, oid uint32) string {
+		if oid == oidBytea {
+			return e
+		}
+		return "pg_catalog.convert_to((" + e + ")::text, 'UTF8')"
+	}
+	if _, err := tx.Exec(ctx, "RESET ROLE"); err != nil {
+		return classify(err, "create render function of "+m.Name)
+	}
+
+	filterSQL, keySQL, valueSQL := filter, conv(key, sd.Fields[0].DataTypeOID), conv(value, sd.Fields[1].DataTypeOID)
+	body := strings.Join([]string{filterSQL, keySQL, valueSQL}, "\n")
+	tag := dollarTag(body)
+	ddl := []string{
+		fmt.Sprintf(createSQL, name, searchPath, tag, filterSQL, keySQL, valueSQL, m.Source, m.Source, tag),
+		fmt.Sprintf("ALTER FUNCTION %s(%s) OWNER TO %s", name, renderArgs, owner),
+		fmt.Sprintf("REVOKE ALL ON FUNCTION %s(%s) FROM PUBLIC", name, renderArgs),
+	}
+	for _, stmt := range ddl {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return classify(err, "create render function of "+m.Name)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return classify(err, "create render function of "+m.Name)
+	}
+	return nil, nil
+}
+
+// dollarTag is a dollar quote that does not occur in body, so the body
+// (which holds the author's expressions) cannot end the quote early.
+func dollarTag(body string) string {
+	for i := 0; ; i++ {
+		tag := "$kafgres" + strconv.Itoa(i) + "$"
+		if !strings.Contains(body, tag) {
+			return tag
+		}
+	}
+}
+
+// classify splits an error into one Postgres raised for the statement
+// (renderErr: the rows share it) and anything else (err: retry later).
+func classify(err error, doing string) (renderErr, connErr error) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return err, nil
+	}
+	return nil, fmt.Errorf("%s: %w", doing, err)
+}
+
+const callSQL = `SELECT ord, pass, k, v FROM %s($1::int4[], $2::text[]::jsonb[], $3::text[]::jsonb[], $4::text[],
+	$5::text[]::pg_lsn[], $6::int8[], $7::timestamptz[])`
+
+func callArgs(rows []renderRow, ordBase int) []any {
+	n := len(rows)
+	var (
+		ords = make([]int32, n)
+		news = make([]*string, n)
+		olds = make([]*string, n)
+		ops  = make([]string, n)
+		lsns = make([]string, n)
+		xids = make([]int64, n)
+		tss  = make([]time.Time, n)
+	)
+	for i, row := range rows {
+		ords[i] = int32(ordBase + i)
+		news[i], olds[i], ops[i], lsns[i], xids[i], tss[i] = row.newRow, row.oldRow, row.op, row.lsn.String(), row.xid, row.commitTS
+	}
+	return []any{ords, news, olds, ops, lsns, xids, tss}
+}
+
+// call renders all rows in one round trip: BEGIN READ ONLY, the function,
+// COMMIT, sent as one pipeline.
+func (r *Renderer) call(ctx context.Context, fn *renderFn, rows []renderRow) (res []rendered, renderErr, err error) {
+	conn, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("render: %w", err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN READ ONLY")
+	b.Queue(fmt.Sprintf(callSQL, fn.name), callArgs(rows, 0)...).Query(func(rs pgx.Rows) error {
+		var o rendered
+		_, err := pgx.ForEachRow(rs, []any{&o.ord, &o.pass, &o.k, &o.v}, func() error {
+			res = append(res, o)
+			o = rendered{}
+			return nil
+		})
+		return err
+	})
+	b.Queue("COMMIT")
+	err = conn.SendBatch(ctx, b).Close()
+	if err != nil {
+		endTx(ctx, conn)
+		renderErr, err = classify(err, "render with "+fn.name)
+		return nil, renderErr, err
+	}
+	return res, nil, nil
+}
+
+// staleFunction says whether a render error may come from the function
+// itself being out of date (dropped, or the table's columns or types
+// changed under it) rather than from the rows.
+func staleFunction(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "42883", // undefined_function: dropped
+		"42P01", // undefined_table
+		"42703", // undefined_column
+		"42804", // datatype_mismatch
+		"42846", // cannot_coerce
+		"0A000", // feature_not_supported: "cached plan must not change result type"
+		"XX000": // internal_error: "cache lookup failed for type ..."
+		return true
+	}
+	return false
+}
+
+// callEach renders row by row, each in its own subtransaction of one READ
+// ONLY transaction, to tell the rows that fail from those that do not.
+// With stopAtFirst (a mapping that stalls) there is no point going on
+// after the first failure.
+func (r *Renderer) callEach(ctx context.Context, fn *renderFn, rows []renderRow, stopAtFirst bool) ([]rendered, []failure, error) {
+	tx, err := r.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, nil, fmt.Errorf("render with %s: %w", fn.name, err)
+	}
+	defer tx.Rollback(ctx)
+	var (
+		res    []rendered
+		failed []failure
+	)
+	sql := fmt.Sprintf(callSQL, fn.name)
+	for i := range rows {
+		sub, err := tx.Begin(ctx) // SAVEPOINT
+		if err != nil {
+			return nil, nil, fmt.Errorf("render with %s: %w", fn.name, err)
+		}
+		var got []rendered
+		rs, err := sub.Query(ctx, sql, callArgs(rows[i:i+1], i)...)
+		if err == nil {
+			var o rendered
+			_, err = pgx.ForEachRow(rs, []any{&o.ord, &o.pass, &o.k, &o.v}, func() error {
+				got = append(got, o)
+				o = rendered{}
+				return nil
+			})
+		}
+		if err != nil {
+			if rbErr := sub.Rollback(ctx); rbErr != nil {
+				return nil, nil, fmt.Errorf("render with %s: %w", fn.name, rbErr)
+			}
+			renderErr, connErr := classify(err, "render with "+fn.name)
+			if connErr != nil {
+				return nil, nil, connErr
+			}
+			failed = append(failed, failure{row: i, err: renderErr})
+			if stopAtFirst {
+				break
+			}
+			continue
+		}
+		if err := sub.Commit(ctx); err != nil { // RELEASE SAVEPOINT
+			return nil, nil, fmt.Errorf("render with %s: %w", fn.name, err)
+		}
+		res = append(res, got...)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, fmt.Errorf("render with %s: %w", fn.name, err)
+	}
+	return res, failed, nil
+}
+
+// endTx leaves a pooled connection outside any transaction after a failed
+// pipeline, or closes it.
+func endTx(ctx context.Context, conn *pgxpool.Conn) {
+	pc := conn.Conn().PgConn()
+	if pc.IsClosed() || pc.TxStatus() == 'I' {
+		return
+	}
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		conn.Conn().Close(ctx)
+	}
+}
+
+// startListener keeps a connection LISTENing on kafgres_mappings for as
+// long as the renderer lives, marking the definitions stale on every
+// notification and whenever it (re)connects, since changes made while it
+// was not listening went unnoticed.
+func (r *Renderer) startListener() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopListen = cancel
+	r.listenDone = make(chan struct{})
+	go func() {
+		defer close(r.listenDone)
+		backoff := 100 * time.Millisecond
+		for ctx.Err() == nil {
+			err := r.listen(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			r.logger.Warn("mapping notifications lost; reconnecting", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}()
+}
+
+func (r *Renderer) listen(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	r.stale.Store(true)
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		r.stale.Store(true)
+	}
+}
