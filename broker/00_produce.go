@@ -33,7 +33,7 @@ import (
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
 
-func handleProduce(_ context.Context, b *Broker, cc *conn, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var (
 		last   *pass
@@ -44,9 +44,9 @@ func handleProduce(_ context.Context, b *Broker, cc *conn, req *kmsg.ProduceRequ
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		var t *topic
 		if req.Version >= 13 {
-			t = b.catalog.topicByID(rt.TopicID)
+			t = b.catalog.lookupID(ctx, rt.TopicID)
 		} else {
-			t = b.catalog.topicByName(rt.Topic)
+			t = b.catalog.lookup(ctx, rt.Topic)
 		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()

@@ -36,7 +36,7 @@ const (
 	earliestPendingUploadTimestamp = -6
 )
 
-func handleListOffsets(_ context.Context, b *Broker, _ *conn, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
+func handleListOffsets(ctx context.Context, b *Broker, _ *conn, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	type tp struct {
 		topic string
@@ -51,7 +51,7 @@ func handleListOffsets(_ context.Context, b *Broker, _ *conn, req *kmsg.ListOffs
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
-		t := b.catalog.topicByName(rt.Topic)
+		t := b.catalog.lookup(ctx, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition

@@ -53,7 +53,7 @@ func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataR
 		var t *topic
 		switch {
 		case rt.Topic == nil: // by id (v12+)
-			if t = b.catalog.topicByID(rt.TopicID); t == nil {
+			if t = b.catalog.lookupID(ctx, rt.TopicID); t == nil {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.TopicID = rt.TopicID
 				mt.ErrorCode = kerr.UnknownTopicID.Code
@@ -66,7 +66,7 @@ func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataR
 				resp.Topics = append(resp.Topics, topicError(name, kerr.InvalidTopicException))
 				continue
 			}
-			if t = b.catalog.topicByName(name); t == nil && allowCreate {
+			if t = b.catalog.lookup(ctx, name); t == nil && allowCreate {
 				created, err := b.catalog.create(ctx, name, b.cfg.DefaultPartition)
 				if err != nil {
 					b.log.Error("auto-create topic", "topic", name, "err", err)

@@ -239,6 +239,30 @@ func (c *catalog) topics() []*topic {
 	return out
 }
 
+// lookup is topicByName, but a miss first reloads from Postgres: a topic
+// created in SQL must be usable as soon as its transaction commits, not only
+// once the NOTIFY has been processed.
+func (c *catalog) lookup(ctx context.Context, name string) *topic {
+	if t := c.topicByName(name); t != nil {
+		return t
+	}
+	if err := c.reload(ctx); err != nil {
+		c.b.log.Warn("reload topics", "err", err)
+	}
+	return c.topicByName(name)
+}
+
+// lookupID is topicByID with lookup's reload on a miss.
+func (c *catalog) lookupID(ctx context.Context, id [16]byte) *topic {
+	if t := c.topicByID(id); t != nil {
+		return t
+	}
+	if err := c.reload(ctx); err != nil {
+		c.b.log.Warn("reload topics", "err", err)
+	}
+	return c.topicByID(id)
+}
+
 func (c *catalog) partition(name string, p int32) *partition {
 	t := c.topicByName(name)
 	if t == nil || p < 0 || int(p) >= len(t.parts) {

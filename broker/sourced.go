@@ -16,7 +16,7 @@ var errUnknownTopic = errors.New("unknown topic")
 // Partitions returns topic's partition count, creating the topic with the
 // default partition count when auto-creation is on.
 func (b *Broker) Partitions(ctx context.Context, name string) (int32, error) {
-	t := b.catalog.topicByName(name)
+	t := b.catalog.lookup(ctx, name)
 	if t == nil && b.cfg.AutoCreateTopics && validTopicName(name) {
 		var err error
 		if t, err = b.catalog.create(ctx, name, b.cfg.DefaultPartition); err != nil {

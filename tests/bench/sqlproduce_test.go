@@ -9,12 +9,10 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafgres/kafgres/tests/harness"
@@ -143,6 +141,43 @@ END;
 	b.ReportMetric(with, "tps-with-produce")
 	b.ReportMetric(100*(base-with)/base, "cost-%")
 	fmt.Fprintf(os.Stderr, "pgbench: %.0f tps plain, %.0f tps with one kafgres_produce per transaction\n", base, with)
-	_ = strings.TrimSpace
-	_ = pgx.ErrNoRows
+}
+
+// BenchmarkCDC: a mapped table, one transaction after another; rows/s and
+// commit-to-consumer latency of each transaction's last row, for
+// single-row transactions and for 10k-row transactions.
+func BenchmarkCDC(b *testing.B) {
+	for _, rows := range []int{1, 10_000} {
+		b.Run(fmt.Sprintf("rows-per-txn=%d", rows), func(b *testing.B) {
+			c := harness.Start(b)
+			c.CreateTopic(b, "cdc", 3)
+			c.Exec(b, `CREATE TABLE cdc_rows (id bigint PRIMARY KEY, customer int, total numeric, status text)`)
+			c.Exec(b, `SELECT kafgres_add_mapping('cdc', 'public.cdc_rows', 'cdc',
+				value_expr => $$ jsonb_build_object('id', new.id, 'total', new.total, 'status', new.status, 'op', op) $$,
+				key_expr => $$ new.id::text $$)`)
+			conn := c.Conn(b)
+			l := &latencies{committed: map[string]time.Time{}}
+			ready := make(chan struct{})
+			done := make(chan struct{})
+			go func() { defer close(done); l.consume(b, c.Addr, "cdc", b.N*rows, ready) }()
+			<-ready
+			time.Sleep(500 * time.Millisecond)
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				first, last := int64(i*rows), int64((i+1)*rows-1)
+				if _, err := conn.Exec(ctx, `INSERT INTO cdc_rows SELECT g, g % 100, 9.99, 'placed' FROM generate_series($1::bigint, $2::bigint) g`, first, last); err != nil {
+					b.Fatal(err)
+				}
+				l.mu.Lock()
+				l.committed[strconv.FormatInt(last, 10)] = time.Now()
+				l.mu.Unlock()
+			}
+			<-done
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*rows)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(l.percentile(0.5).Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(l.percentile(0.99).Microseconds())/1000, "p99-ms")
+		})
+	}
 }
