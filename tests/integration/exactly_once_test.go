@@ -45,7 +45,7 @@ func TestExactlyOnceThroughCrashes(t *testing.T) {
 	// one immediate Postgres stop.
 	rng := rand.New(rand.NewPCG(1, 2))
 	for k := 0; k < 6 && !done.Load(); k++ {
-		target := int64((k + 1) * committed / 7)
+		target := int64((k+1)*committed/8 + rng.IntN(committed/40))
 		for written.Load() < target && !done.Load() {
 			time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
 		}
