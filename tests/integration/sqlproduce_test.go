@@ -3,7 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,5 +174,64 @@ func TestSQLProduceErrors(t *testing.T) {
 	waitDelivered(t, conn)
 	if got := values(readTopic(t, c.Addr, "errs", 1)); got != "only" {
 		t.Fatalf("records after failed produces: %s", got)
+	}
+}
+
+// TestOutputPluginSQL runs tests/sql/plugin_test.sh: frame-level checks of
+// the output plugin and kafgres_produce's errors, read from a slot of its own.
+func TestOutputPluginSQL(t *testing.T) {
+	c := harness.Start(t, "max_prepared_transactions = 10")
+	out, err := exec.Command("bash", filepath.Join(harness.RepoRoot(), "tests", "sql", "plugin_test.sh"), c.Dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("plugin_test.sh: %v\n%s", err, out)
+	}
+}
+
+// TestSQLProduceMissingSlot: without slot "kafgres", kafgres_produce refuses
+// with a clear error; once the broker has recreated it, produce works again.
+func TestSQLProduceMissingSlot(t *testing.T) {
+	c := harness.Start(t)
+	c.CreateTopic(t, "slotless", 1)
+	conn := c.Conn(t)
+	ctx := context.Background()
+	pid := c.BrokerPID(t)
+	// Freeze the broker so it cannot reconnect, end its walsender, drop the slot.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'kafgres' AND active_pid IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot('kafgres')`)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("drop slot: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err := conn.Exec(ctx, `SELECT kafgres_produce('slotless', 'k', 'lost?')`)
+	if err == nil || !strings.Contains(err.Error(), `replication slot "kafgres" does not exist`) {
+		t.Fatalf("produce without slot: %v", err)
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		_, err = conn.Exec(ctx, `SELECT kafgres_produce('slotless', 'k', 'after')`)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("produce after the broker came back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitDelivered(t, conn)
+	if got := values(readTopic(t, c.Addr, "slotless", 1)); got != "after" {
+		t.Fatalf("records: %s", got)
 	}
 }
