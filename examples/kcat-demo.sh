@@ -8,21 +8,8 @@
 # one you would run against any Kafka broker. Exits non-zero on the first
 # difference from the expected output.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-BROKER=${BROKER:-127.0.0.1:9092}
-PSQL=${PSQL:-bash $here/../tests/pgcluster.sh psql ${KAFGRES_HOME:-/var/lib/kafgres}}
+. "$(dirname "$0")/lib.sh"
 TOPIC=${TOPIC:-payments}
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-show() { printf '\n$ %s\n' "$*"; }
-expect() { # expect NAME EXPECTED ACTUAL
-	if [ "$2" != "$3" ]; then
-		printf 'FAIL: %s\n--- expected\n%s\n--- got\n%s\n' "$1" "$2" "$3" >&2
-		diff <(echo "$2") <(echo "$3") >&2 || true
-		exit 1
-	fi
-}
-psql_q() { $PSQL -X -v ON_ERROR_STOP=1 "$@"; }
 
 echo "kafgres: a Kafka broker inside PostgreSQL"
 

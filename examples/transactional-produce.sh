@@ -5,19 +5,8 @@
 #   bash examples/transactional-produce.sh     # against `make run`
 #   BROKER=... PSQL="psql -h ... -p ... -U postgres" bash examples/transactional-produce.sh
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-BROKER=${BROKER:-127.0.0.1:9092}
-PSQL=${PSQL:-bash $here/../tests/pgcluster.sh psql ${KAFGRES_HOME:-/var/lib/kafgres}}
+. "$(dirname "$0")/lib.sh"
 TOPIC=order-events
-
-expect() { # expect NAME EXPECTED ACTUAL
-	if [ "$2" != "$3" ]; then
-		printf 'FAIL: %s\n--- expected\n%s\n--- got\n%s\n' "$1" "$2" "$3" >&2
-		exit 1
-	fi
-}
-psql_q() { $PSQL -X -q -v ON_ERROR_STOP=1 "$@"; }
-show() { printf '\n$ %s\n' "$*"; }
 
 # Rerunnable: fresh table and topic.
 psql_q -c "DROP TABLE IF EXISTS orders" \
