@@ -9,6 +9,9 @@ package broker
 //     the request allows it (always below v4), with the default partition
 //     count; otherwise UNKNOWN_TOPIC_OR_PARTITION
 //   - an invalid name gets INVALID_TOPIC_EXCEPTION
+//   - topic authorized operations (v8+, when asked): every topic operation,
+//     as Kafka answers without an authorizer; cluster authorized operations
+//     stay "not provided" (-2147483648), as Kafka 4 answers even when asked
 //
 // Version notes:
 //   - v1: controller, internal flag, null = all topics; v2: cluster id;
@@ -45,7 +48,7 @@ func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataR
 		for _, t := range ts {
 			resp.Topics = append(resp.Topics, b.topicMetadata(t))
 		}
-		return resp, nil
+		return withTopicOperations(req, resp), nil
 	}
 
 	allowCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
@@ -80,8 +83,25 @@ func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataR
 		}
 		resp.Topics = append(resp.Topics, b.topicMetadata(t))
 	}
-	return resp, nil
+	return withTopicOperations(req, resp), nil
 }
+
+func withTopicOperations(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) *kmsg.MetadataResponse {
+	if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
+		for i := range resp.Topics {
+			if resp.Topics[i].ErrorCode == 0 {
+				resp.Topics[i].AuthorizedOperations = allTopicOperations
+			}
+		}
+	}
+	return resp
+}
+
+// allTopicOperations is the bit set of every ACL operation that applies to
+// a topic (READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+// DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11): what Kafka reports when no
+// authorizer restricts anything.
+const allTopicOperations int32 = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
 
 func topicError(name string, err *kerr.Error) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()

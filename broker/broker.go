@@ -28,6 +28,7 @@ type Broker struct {
 	clusterID string
 
 	catalog   *catalog
+	offsets   *offsetStore
 	committer *committer
 	mirror    *mirror
 
@@ -59,6 +60,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		pool.Close()
 		return nil, err
 	}
+	b.offsets = &offsetStore{pool: pool}
 	b.mirror = newMirror(pool, cfg.MirrorInterval, log)
 	b.committer = newCommitter(b.stop, b.mirror.mark)
 	b.catalog = newCatalog(b)

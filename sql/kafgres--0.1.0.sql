@@ -819,3 +819,41 @@ REVOKE ALL ON FUNCTION kafgres_snapshot_mapping(text) FROM PUBLIC;
 -- dead letters are data to keep across a dump; status and snapshot
 -- markers are the broker's bookkeeping, rebuilt as it runs
 SELECT pg_catalog.pg_extension_config_dump('kafgres.dead_letter', '');
+
+/*
+ * ---------------------------------------------------------------------
+ * Consumer groups: committed offsets
+ * ---------------------------------------------------------------------
+ *
+ * The broker writes a group's commits here synchronously (OffsetCommit is
+ * acknowledged only once the row is committed), so committed offsets
+ * survive broker and Postgres crashes, and lag is a plain query.
+ */
+CREATE TABLE kafgres.consumer_offset (
+    group_id         text        NOT NULL,
+    topic_id         bigint      NOT NULL REFERENCES kafgres.topic ON DELETE CASCADE,
+    partition        int         NOT NULL,
+    committed_offset bigint      NOT NULL,
+    leader_epoch     int         NOT NULL DEFAULT -1,
+    metadata         text,
+    commit_time      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (group_id, topic_id, partition)
+);
+COMMENT ON TABLE kafgres.consumer_offset IS 'committed consumer group offsets (OffsetCommit)';
+SELECT pg_catalog.pg_extension_config_dump('kafgres.consumer_offset', '');
+
+/*
+ * kafgres.consumer_lag: per group and partition, the committed offset, the
+ * log end (mirrored from the broker within milliseconds) and the lag.
+ */
+CREATE VIEW kafgres.consumer_lag AS
+    SELECT o.group_id, t.name AS topic, o.partition, o.committed_offset,
+           p.high_watermark AS log_end_offset,
+           greatest(p.high_watermark - o.committed_offset, 0) AS lag,
+           o.commit_time
+      FROM kafgres.consumer_offset o
+      JOIN kafgres.topic t ON t.topic_id = o.topic_id
+      JOIN kafgres.partition p ON p.topic_id = o.topic_id AND p.partition = o.partition;
+COMMENT ON VIEW kafgres.consumer_lag IS 'consumer group lag: committed offset vs log end, per partition';
+
+REVOKE ALL ON kafgres.consumer_offset, kafgres.consumer_lag FROM PUBLIC;

@@ -209,3 +209,31 @@ func TestAutoCreateAndSQLDrop(t *testing.T) {
 		t.Fatalf("unknown topic with auto-create off: %v", err)
 	}
 }
+
+// TestMetadataAuthorizedOperations: asked for (v8+), a topic's authorized
+// operations are every topic operation, as Kafka without an authorizer
+// answers; kafka-python's describe_topics fails on the "not provided" value.
+func TestMetadataAuthorizedOperations(t *testing.T) {
+	c := harness.Start(t)
+	c.CreateTopic(t, "ops", 1)
+	r := newRaw(t, c.Addr)
+	for _, asked := range []bool{true, false} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 8
+		req.IncludeTopicAuthorizedOperations = asked
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("ops")
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), r.cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int32(-2147483648)
+		if asked {
+			want = 3576 // READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+		}
+		if got := resp.Topics[0].AuthorizedOperations; got != want {
+			t.Fatalf("asked=%v: authorized operations %d, want %d", asked, got, want)
+		}
+	}
+}

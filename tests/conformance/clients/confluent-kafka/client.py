@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""confluent-kafka (librdkafka) conformance client: runs scenarios from
+../../scenarios.json and prints what confluent-kafka observes, as
+PROTOCOL.md prescribes.
+
+Usage: client.py --bootstrap HOST:PORT --prefix P --scenarios a,b,c
+"""
+import argparse
+import json
+import sys
+import time
+
+from confluent_kafka import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
+                             Consumer, KafkaError, KafkaException, OFFSET_BEGINNING,
+                             Producer, TopicCollection, TopicPartition)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+SCENARIO_SECONDS = 30  # PROTOCOL.md: each scenario must finish in 30 s
+BASE_TS = 1700000000000
+
+# librdkafka's positive error codes are the protocol's codes, but its names
+# are its own (UNKNOWN_TOPIC_OR_PART, MSG_SIZE_TOO_LARGE, ...): map the code
+# to the name the protocol uses (Kafka's Errors enum).
+PROTOCOL_NAMES = {
+    -1: "UNKNOWN_SERVER_ERROR", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE",
+    3: "UNKNOWN_TOPIC_OR_PARTITION", 4: "INVALID_FETCH_SIZE",
+    5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT", 8: "BROKER_NOT_AVAILABLE",
+    9: "REPLICA_NOT_AVAILABLE", 10: "MESSAGE_TOO_LARGE",
+    13: "NETWORK_EXCEPTION", 15: "COORDINATOR_NOT_AVAILABLE",
+    16: "NOT_COORDINATOR", 17: "INVALID_TOPIC_EXCEPTION",
+    18: "RECORD_LIST_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS",
+    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 21: "INVALID_REQUIRED_ACKS",
+    29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
+    32: "INVALID_TIMESTAMP", 35: "UNSUPPORTED_VERSION",
+    36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS",
+    38: "INVALID_REPLICATION_FACTOR", 42: "INVALID_REQUEST",
+    43: "UNSUPPORTED_FOR_MESSAGE_FORMAT", 44: "POLICY_VIOLATION",
+    45: "OUT_OF_ORDER_SEQUENCE_NUMBER", 46: "DUPLICATE_SEQUENCE_NUMBER",
+    47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE",
+    49: "INVALID_PRODUCER_ID_MAPPING", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    59: "UNKNOWN_PRODUCER_ID", 74: "FENCED_LEADER_EPOCH",
+    75: "UNKNOWN_LEADER_EPOCH", 76: "UNSUPPORTED_COMPRESSION_TYPE",
+    87: "INVALID_RECORD", 100: "UNKNOWN_TOPIC_ID",
+}
+
+# librdkafka's local (negative) codes that stand for a protocol error.
+LOCAL_NAMES = {
+    # refused locally: the partition/topic is not in the metadata (PROTOCOL.md:
+    # "the client's local error mapped to UNKNOWN_TOPIC_OR_PARTITION")
+    KafkaError._UNKNOWN_PARTITION: "UNKNOWN_TOPIC_OR_PARTITION",
+    KafkaError._UNKNOWN_TOPIC: "UNKNOWN_TOPIC_OR_PARTITION",
+    # with auto.offset.reset=error, the broker's OFFSET_OUT_OF_RANGE on a
+    # fetch is reported as _AUTO_OFFSET_RESET
+    KafkaError._AUTO_OFFSET_RESET: "OFFSET_OUT_OF_RANGE",
+    # local timeouts are not broker answers: keep them visibly non-protocol
+    KafkaError._MSG_TIMED_OUT: "CLIENT_TIMEOUT",
+    KafkaError._TIMED_OUT: "CLIENT_TIMEOUT",
+}
+
+
+def error_name(err):
+    """Protocol error name for a KafkaError, a KafkaException or another exception."""
+    if isinstance(err, KafkaException):
+        err = err.args[0] if err.args and isinstance(err.args[0], KafkaError) else err
+    if isinstance(err, KafkaError):
+        code = err.code()
+        if code in LOCAL_NAMES:
+            return LOCAL_NAMES[code]
+        if code >= -1 and code != KafkaError.NO_ERROR:
+            return PROTOCOL_NAMES.get(code, "ERROR_%d" % code)
+        return "CLIENT_" + err.name().lstrip("_")
+    return "CLIENT_%s" % type(err).__name__
+
+
+def text(b):
+    """Bytes as PROTOCOL.md wants them: UTF-8 text, else hex:..., None as null."""
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return "hex:" + b.hex()
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+class Ctx:
+    def __init__(self, bootstrap, prefix, name):
+        self.bootstrap = bootstrap
+        self.prefix = prefix
+        self.name = name
+        self.topic = "%s-%s-0" % (prefix, name)
+        self.missing = "%s-%s-missing" % (prefix, name)
+        self.deadline = time.monotonic() + SCENARIO_SECONDS - 2
+
+    def emit(self, obj):
+        print("%s\t%s" % (self.name, json.dumps(obj, sort_keys=True, separators=(",", ":"))),
+              flush=True)
+
+    def left(self, cap):
+        """Seconds left in this scenario's budget, at most cap."""
+        return max(0.1, min(cap, self.deadline - time.monotonic()))
+
+    def producer(self, **cfg):
+        base = {"bootstrap.servers": self.bootstrap, "acks": "all",
+                "message.timeout.ms": 10000, "error_cb": self.on_error}
+        base.update(cfg)
+        return Producer(base)
+
+    def consumer(self, **cfg):
+        # librdkafka insists on a group.id even for assign(); we never commit
+        # nor subscribe, so no group is joined and no offsets are stored.
+        base = {"bootstrap.servers": self.bootstrap,
+                "group.id": "conformance-%s" % self.prefix,
+                "enable.auto.commit": False, "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest", "fetch.wait.max.ms": 200,
+                "error_cb": self.on_error}
+        base.update(cfg)
+        return Consumer(base)
+
+    def admin(self):
+        return AdminClient({"bootstrap.servers": self.bootstrap, "error_cb": self.on_error})
+
+    def on_error(self, err):
+        # client-level errors (connection trouble, ...): logged, not observed
+        log("%s: client error: %s" % (self.name, err))
+
+
+def produce(ctx, records, topic=None, **cfg):
+    """Produce records (dicts of produce() kwargs), flush, print each distinct
+    error. Returns the number of records the broker acknowledged."""
+    topic = topic or ctx.topic
+    p = ctx.producer(**cfg)
+    errors, acked = [], [0]
+
+    def note(name):
+        if name not in errors:
+            errors.append(name)
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked[0] += 1
+        else:
+            note(error_name(err))
+
+    for r in records:
+        try:
+            p.produce(topic, on_delivery=on_delivery, **r)
+        except (KafkaException, BufferError) as e:  # refused before any request
+            note(error_name(e))
+    if p.flush(ctx.left(15)) > 0:
+        note("CLIENT_TIMEOUT")
+    for name in errors:
+        ctx.emit({"op": "produce", "error": name})
+    return acked[0]
+
+
+def consume(ctx, partitions, expected, topic=None, max_seconds=None, **cfg):
+    """Read `partitions` of topic from the start until `expected` records
+    arrived or time ran out; records sorted by (partition, offset)."""
+    topic = topic or ctx.topic
+    if expected == 0:
+        # nothing was acknowledged: still look for 2 s, in case it landed anyway
+        expected, max_seconds = float("inf"), 2
+    c = ctx.consumer(**cfg)
+    out, errors = [], []
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        end = ctx.deadline if max_seconds is None else min(ctx.deadline, time.monotonic() + max_seconds)
+        while len(out) < expected and time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                name = error_name(m.error())
+                if name not in errors:
+                    errors.append(name)
+                continue
+            out.append(m)
+    finally:
+        c.close()
+    for name in errors:
+        ctx.emit({"op": "fetch", "error": name})
+    out.sort(key=lambda m: (m.partition(), m.offset()))
+    return out
+
+
+def list_offsets(ctx, topic, partition, spec):
+    """One ListOffsets query through the admin API: (ListOffsetsResultInfo, error name)."""
+    a = ctx.admin()
+    tp = TopicPartition(topic, partition)
+    try:
+        f = a.list_offsets({tp: spec}, request_timeout=ctx.left(10))[tp]
+        return f.result(), None
+    except Exception as e:
+        return None, error_name(e)
+
+
+def describe(ctx, topic):
+    """TopicDescription via the admin API (never auto-creates): (desc, error name)."""
+    a = ctx.admin()
+    try:
+        f = a.describe_topics(TopicCollection([topic]), request_timeout=ctx.left(10))[topic]
+        return f.result(), None
+    except Exception as e:
+        return None, error_name(e)
+
+
+# ---------------------------------------------------------------- scenarios
+
+def s_metadata_topic(ctx):
+    d, err = describe(ctx, ctx.topic)
+    if err:
+        ctx.emit({"op": "metadata", "error": err})
+        return
+    parts = sorted(d.partitions, key=lambda p: p.id)
+    for p in parts:
+        ctx.emit({"partition": p.id, "leader": p.leader.id if p.leader else -1,
+                  "replicas": [n.id for n in p.replicas], "isr": [n.id for n in p.isr]})
+    ctx.emit({"topic": d.name, "partitions": len(parts)})
+
+
+def produce_consume(compression):
+    def run(ctx):
+        recs = [dict(key=b"k%d" % i, value=b"v%d" % i) for i in range(20)]
+        n = produce(ctx, recs, **{"compression.type": compression})
+        for m in consume(ctx, range(3), n):
+            ctx.emit({"partition": m.partition(), "offset": m.offset(),
+                      "key": text(m.key()), "value": text(m.value())})
+    return run
+
+
+def s_null_keys(ctx):
+    n = produce(ctx, [dict(key=None, value=b"n%d" % i) for i in range(5)])
+    for m in consume(ctx, [0], n):
+        ctx.emit({"offset": m.offset(), "key": text(m.key()), "value": text(m.value())})
+
+
+def s_headers(ctx):
+    hs = [[("h1", b"a")], [("h2", None)], [("h1", b"x"), ("h1", b"y")]]
+    n = produce(ctx, [dict(value=b"v%d" % i, headers=h) for i, h in enumerate(hs)])
+    for m in consume(ctx, [0], n):
+        ctx.emit({"offset": m.offset(), "value": text(m.value()),
+                  "headers": [[k, text(v)] for k, v in (m.headers() or [])]})
+
+
+TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
+
+
+def s_timestamps(ctx):
+    tss = [BASE_TS, BASE_TS + 500, BASE_TS + 1000]
+    n = produce(ctx, [dict(value=b"t%d" % i, timestamp=ts) for i, ts in enumerate(tss)])
+    for m in consume(ctx, [0], n):
+        ttype, ts = m.timestamp()
+        ctx.emit({"offset": m.offset(), "timestamp": ts,
+                  "timestamp_type": TIMESTAMP_TYPES.get(ttype, ttype)})
+
+
+def s_large_record(ctx):
+    n = produce(ctx, [dict(value=b"x" * 1000000)], **{"message.max.bytes": 2000000})
+    for m in consume(ctx, [0], n):
+        ctx.emit({"offset": m.offset(), "value_len": len(m.value())})
+
+
+def s_too_large_record(ctx):
+    # message.max.bytes 2,000,000 so that librdkafka sends it and the broker
+    # decides; retries=0 since the verdict is final.
+    n = produce(ctx, [dict(value=b"x" * 1100000)],
+                **{"message.max.bytes": 2000000, "retries": 0})
+    if n:
+        ctx.emit({"op": "produce", "error": None})
+
+
+def s_list_offsets(ctx):
+    produce(ctx, [dict(value=b"v%d" % i, timestamp=BASE_TS + 1000 * i) for i in range(5)])
+    for query, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest()),
+                        ("timestamp:%d" % (BASE_TS + 2500), OffsetSpec.for_timestamp(BASE_TS + 2500)),
+                        ("timestamp:1800000000000", OffsetSpec.for_timestamp(1800000000000))):
+        info, err = list_offsets(ctx, ctx.topic, 0, spec)
+        if err:
+            ctx.emit({"query": query, "error": err})
+        else:
+            ctx.emit({"query": query, "offset": info.offset})
+
+
+def s_list_offsets_max_timestamp(ctx):
+    produce(ctx, [dict(value=b"v%d" % i, timestamp=BASE_TS + d)
+                  for i, d in enumerate((5000, 9000, 7000))])
+    info, err = list_offsets(ctx, ctx.topic, 0, OffsetSpec.max_timestamp())
+    if err:
+        ctx.emit({"query": "max", "error": err})
+    else:
+        ctx.emit({"query": "max", "offset": info.offset, "timestamp": info.timestamp})
+
+
+def s_unknown_topic_metadata(ctx):
+    # describe_topics sends Metadata with allow_auto_topic_creation=false
+    _, err = describe(ctx, ctx.missing)
+    ctx.emit({"op": "metadata", "error": err})
+
+
+def s_unknown_topic_list_offsets(ctx):
+    _, err = list_offsets(ctx, ctx.missing, 0, OffsetSpec.latest())
+    if err == "CLIENT_NOENT":
+        # librdkafka looks the leader up first and refuses locally ("Failed
+        # to query partition leaders: No leaders found") when the metadata
+        # says the topic does not exist; what the metadata said is checked
+        # by unknown-topic-metadata.
+        err = "UNKNOWN_TOPIC_OR_PARTITION"
+    ctx.emit({"op": "list_offsets", "error": err})
+
+
+def s_unknown_partition(ctx):
+    # librdkafka refuses partition 5 locally (_UNKNOWN_PARTITION), either in
+    # produce() or in the delivery report once it has the metadata.
+    n = produce(ctx, [dict(value=b"v", partition=5)])
+    if n:
+        ctx.emit({"op": "produce", "error": None})
+
+
+def s_idempotent_producer(ctx):
+    n = produce(ctx, [dict(value=b"v%d" % i) for i in range(50)],
+                **{"enable.idempotence": True, "acks": "all"})
+    for m in consume(ctx, [0], n):
+        ctx.emit({"offset": m.offset(), "value": text(m.value())})
+
+
+def s_auto_create(ctx):
+    topic = "%s-auto-create-new" % ctx.prefix
+    # allow.auto.create.topics is on by default for librdkafka producers.
+    n = produce(ctx, [dict(value=b"created")], topic=topic,
+                **{"allow.auto.create.topics": True})
+    d, err = describe(ctx, topic)
+    if err:
+        ctx.emit({"op": "metadata", "error": err})
+        return
+    ctx.emit({"topic_partitions": len(d.partitions)})
+    for m in consume(ctx, range(len(d.partitions)), n, topic=topic):
+        ctx.emit({"offset": m.offset(), "value": text(m.value())})
+
+
+def s_offset_out_of_range(ctx):
+    produce(ctx, [dict(value=b"v%d" % i) for i in range(5)])
+    # auto.offset.reset=error: the broker's OFFSET_OUT_OF_RANGE surfaces as a
+    # consumer error instead of a silent reset.
+    c = ctx.consumer(**{"auto.offset.reset": "error"})
+    got, err = 0, None
+    try:
+        c.assign([TopicPartition(ctx.topic, 0, 100)])
+        end = min(ctx.deadline, time.monotonic() + 10)
+        while err is None and time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                err = error_name(m.error())
+            else:
+                got += 1
+    finally:
+        c.close()
+    if err:
+        ctx.emit({"op": "fetch", "error": err})
+    else:
+        ctx.emit({"op": "fetch", "error": None, "records": got})
+
+
+def s_empty_topic(ctx):
+    ctx.emit({"records": len(consume(ctx, [0], 1, max_seconds=2))})
+    info, err = list_offsets(ctx, ctx.topic, 0, OffsetSpec.latest())
+    if err:
+        ctx.emit({"query": "latest", "error": err})
+    else:
+        ctx.emit({"query": "latest", "offset": info.offset})
+
+
+SCENARIOS = {
+    "metadata-topic": s_metadata_topic,
+    "produce-consume-none": produce_consume("none"),
+    "produce-consume-gzip": produce_consume("gzip"),
+    "produce-consume-snappy": produce_consume("snappy"),
+    "produce-consume-lz4": produce_consume("lz4"),
+    "produce-consume-zstd": produce_consume("zstd"),
+    "null-keys": s_null_keys,
+    "headers": s_headers,
+    "timestamps": s_timestamps,
+    "large-record": s_large_record,
+    "too-large-record": s_too_large_record,
+    "list-offsets": s_list_offsets,
+    "list-offsets-max-timestamp": s_list_offsets_max_timestamp,
+    "unknown-topic-metadata": s_unknown_topic_metadata,
+    "unknown-topic-list-offsets": s_unknown_topic_list_offsets,
+    "unknown-partition": s_unknown_partition,
+    "idempotent-producer": s_idempotent_producer,
+    "auto-create": s_auto_create,
+    "offset-out-of-range": s_offset_out_of_range,
+    "empty-topic": s_empty_topic,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--prefix", required=True)
+    ap.add_argument("--scenarios", required=True)
+    args = ap.parse_args()
+    for name in [s for s in args.scenarios.split(",") if s]:
+        ctx = Ctx(args.bootstrap, args.prefix, name)
+        fn = SCENARIOS.get(name)
+        if fn is None:
+            ctx.emit({"skip": "unknown scenario"})
+            continue
+        try:
+            fn(ctx)
+        except Exception as e:
+            # An unexpected failure is an observation too; stderr has the trace.
+            import traceback
+            traceback.print_exc()
+            ctx.emit({"error": error_name(e), "op": "scenario"})
+
+
+if __name__ == "__main__":
+    main()

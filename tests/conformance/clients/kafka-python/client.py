@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""kafka-python conformance client: runs scenarios from ../../scenarios.json
+and prints what kafka-python observes, as PROTOCOL.md prescribes.
+
+Usage: client.py --bootstrap HOST:PORT --prefix P --scenarios a,b,c
+"""
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+
+import kafka.errors as Errors
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.protocol.list_offsets import ListOffsetsRequest
+
+SCENARIO_SECONDS = 30  # PROTOCOL.md: each scenario must finish in 30 s
+BASE_TS = 1700000000000
+
+# kafka-python's BrokerResponseError.message carries pre-KIP names for a few
+# codes (MESSAGE_SIZE_TOO_LARGE, NOT_LEADER_FOR_PARTITION, ...), so we map the
+# errno to the name the protocol uses today (Kafka's Errors enum).
+PROTOCOL_NAMES = {
+    -1: "UNKNOWN_SERVER_ERROR", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE",
+    3: "UNKNOWN_TOPIC_OR_PARTITION", 4: "INVALID_FETCH_SIZE",
+    5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT", 8: "BROKER_NOT_AVAILABLE",
+    9: "REPLICA_NOT_AVAILABLE", 10: "MESSAGE_TOO_LARGE",
+    13: "NETWORK_EXCEPTION", 15: "COORDINATOR_NOT_AVAILABLE",
+    16: "NOT_COORDINATOR", 17: "INVALID_TOPIC_EXCEPTION",
+    18: "RECORD_LIST_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS",
+    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 21: "INVALID_REQUIRED_ACKS",
+    29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
+    32: "INVALID_TIMESTAMP", 35: "UNSUPPORTED_VERSION",
+    36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS",
+    38: "INVALID_REPLICATION_FACTOR", 42: "INVALID_REQUEST",
+    43: "UNSUPPORTED_FOR_MESSAGE_FORMAT", 44: "POLICY_VIOLATION",
+    45: "OUT_OF_ORDER_SEQUENCE_NUMBER", 46: "DUPLICATE_SEQUENCE_NUMBER",
+    47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE",
+    49: "INVALID_PRODUCER_ID_MAPPING", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    59: "UNKNOWN_PRODUCER_ID", 74: "FENCED_LEADER_EPOCH",
+    75: "UNKNOWN_LEADER_EPOCH", 76: "UNSUPPORTED_COMPRESSION_TYPE",
+    87: "INVALID_RECORD",
+}
+
+
+class ScenarioTimeout(Exception):
+    pass
+
+
+def error_name(exc):
+    """Protocol error name for an exception kafka-python raised or returned."""
+    if isinstance(exc, Errors.BrokerResponseError) and exc.errno is not None:
+        return PROTOCOL_NAMES.get(exc.errno, "ERROR_%d" % exc.errno)
+    if isinstance(exc, (Errors.KafkaTimeoutError, ScenarioTimeout)):
+        # A local timeout is not a broker answer: keep it visibly non-protocol.
+        return "CLIENT_TIMEOUT"
+    if isinstance(exc, AssertionError):
+        # kafka-python validates arguments with assert (e.g. send() refuses a
+        # null header value): the record never left the client.
+        return "CLIENT_REFUSED"
+    return "CLIENT_%s" % type(exc).__name__
+
+
+def code_name(code):
+    return None if code == 0 else PROTOCOL_NAMES.get(code, "ERROR_%d" % code)
+
+
+def text(b):
+    """Bytes as PROTOCOL.md wants them: UTF-8 text, else hex:..., None as null."""
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return "hex:" + b.hex()
+
+
+class Ctx:
+    def __init__(self, bootstrap, prefix, name):
+        self.bootstrap = bootstrap
+        self.prefix = prefix
+        self.name = name
+        self.topic = "%s-%s-0" % (prefix, name)
+        self.missing = "%s-%s-missing" % (prefix, name)
+        self.deadline = time.monotonic() + SCENARIO_SECONDS - 2
+
+    def emit(self, obj):
+        print("%s\t%s" % (self.name, json.dumps(obj, sort_keys=True, separators=(",", ":"))),
+              flush=True)
+
+    def left_ms(self, cap_ms):
+        return max(100, min(cap_ms, int((self.deadline - time.monotonic()) * 1000)))
+
+    def producer(self, **cfg):
+        base = dict(bootstrap_servers=self.bootstrap, acks="all",
+                    max_block_ms=10000, request_timeout_ms=10000,
+                    # idempotence is kafka-python's default on new brokers;
+                    # only the idempotent-producer scenario asks for it.
+                    enable_idempotence=False)
+        base.update(cfg)
+        return KafkaProducer(**base)
+
+    def consumer(self, **cfg):
+        # group_id=None: explicit assignment only, no coordinator, no commits.
+        base = dict(bootstrap_servers=self.bootstrap, group_id=None,
+                    enable_auto_commit=False, auto_offset_reset="earliest",
+                    allow_auto_create_topics=False, request_timeout_ms=10000,
+                    fetch_max_wait_ms=200)
+        base.update(cfg)
+        return KafkaConsumer(**base)
+
+    def admin(self):
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000)
+
+
+def produce(ctx, records, topic=None, **cfg):
+    """Send records (dicts of send() kwargs), flush, print each distinct error.
+    Returns the list of RecordMetadata (None for failed sends)."""
+    topic = topic or ctx.topic
+    p = ctx.producer(**cfg)
+    results, errors = [], []
+    try:
+        futures = []
+        for r in records:
+            try:
+                futures.append(p.send(topic, **r))
+            except Exception as e:  # refused locally before any request
+                futures.append(e)
+        p.flush(timeout=ctx.left_ms(15000) / 1000)
+        for f in futures:
+            try:
+                if isinstance(f, Exception):
+                    raise f
+                results.append(f.get(timeout=ctx.left_ms(10000) / 1000))
+            except Exception as e:
+                results.append(None)
+                name = error_name(e)
+                if name not in errors:
+                    errors.append(name)
+    finally:
+        p.close(timeout=5)
+    for name in errors:
+        ctx.emit({"op": "produce", "error": name})
+    return results
+
+
+def sent(results):
+    """How many records the broker acknowledged: what a consume may expect."""
+    return sum(r is not None for r in results)
+
+
+def consume(ctx, partitions, expected, topic=None, max_seconds=None, **cfg):
+    """Read `partitions` of topic from the start until `expected` records
+    arrived or time ran out; records sorted by (partition, offset)."""
+    topic = topic or ctx.topic
+    if expected == 0:
+        # nothing was acknowledged: still look for 2 s, in case it landed anyway
+        expected, max_seconds = float("inf"), 2
+    c = ctx.consumer(**cfg)
+    out = []
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        end = ctx.deadline if max_seconds is None else min(ctx.deadline, time.monotonic() + max_seconds)
+        while len(out) < expected and time.monotonic() < end:
+            batch = c.poll(timeout_ms=200)
+            for recs in batch.values():
+                out.extend(recs)
+    except Exception as e:
+        ctx.emit({"op": "fetch", "error": error_name(e)})
+    finally:
+        c.close(autocommit=False)
+    out.sort(key=lambda r: (r.partition, r.offset))
+    return out
+
+
+# ---------------------------------------------------------------- scenarios
+
+def s_metadata_topic(ctx):
+    a = ctx.admin()
+    try:
+        (t,) = a.describe_topics([ctx.topic])
+    finally:
+        a.close()
+    if t["error_code"]:
+        ctx.emit({"op": "metadata", "error": code_name(t["error_code"])})
+        return
+    parts = sorted(t["partitions"], key=lambda p: p["partition"])
+    for p in parts:
+        ctx.emit({"partition": p["partition"], "leader": p["leader"],
+                  "replicas": p["replicas"], "isr": p["isr"]})
+    ctx.emit({"topic": t["topic"], "partitions": len(parts)})
+
+
+def produce_consume(compression):
+    def run(ctx):
+        recs = [dict(key=b"k%d" % i, value=b"v%d" % i) for i in range(20)]
+        res = produce(ctx, recs, compression_type=compression)
+        for r in consume(ctx, range(3), sent(res)):
+            ctx.emit({"partition": r.partition, "offset": r.offset,
+                      "key": text(r.key), "value": text(r.value)})
+    return run
+
+
+def s_null_keys(ctx):
+    res = produce(ctx, [dict(key=None, value=b"n%d" % i) for i in range(5)])
+    for r in consume(ctx, [0], sent(res)):
+        ctx.emit({"offset": r.offset, "key": text(r.key), "value": text(r.value)})
+
+
+def s_headers(ctx):
+    # kafka-python cannot send a null header value (send() asserts bytes), so
+    # record 1 is refused locally: one CLIENT_REFUSED line, two records read.
+    hs = [[("h1", b"a")], [("h2", None)], [("h1", b"x"), ("h1", b"y")]]
+    res = produce(ctx, [dict(value=b"v%d" % i, headers=h) for i, h in enumerate(hs)])
+    for r in consume(ctx, [0], sent(res)):
+        ctx.emit({"offset": r.offset, "value": text(r.value),
+                  "headers": [[k, text(v)] for k, v in r.headers]})
+
+
+TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+def s_timestamps(ctx):
+    tss = [BASE_TS, BASE_TS + 500, BASE_TS + 1000]
+    res = produce(ctx, [dict(value=b"t%d" % i, timestamp_ms=ts) for i, ts in enumerate(tss)])
+    for r in consume(ctx, [0], sent(res)):
+        ctx.emit({"offset": r.offset, "timestamp": r.timestamp,
+                  "timestamp_type": TIMESTAMP_TYPES.get(r.timestamp_type, r.timestamp_type)})
+
+
+def s_large_record(ctx):
+    res = produce(ctx, [dict(value=b"x" * 1000000)], max_request_size=2000000)
+    for r in consume(ctx, [0], sent(res)):
+        ctx.emit({"offset": r.offset, "value_len": len(r.value)})
+
+
+def s_too_large_record(ctx):
+    # retries=0: the broker's verdict is final, don't let the client split or retry.
+    res = produce(ctx, [dict(value=b"x" * 1100000)], max_request_size=2000000, retries=0)
+    if res and res[0] is not None:
+        ctx.emit({"op": "produce", "error": None, "offset": res[0].offset})
+
+
+def s_list_offsets(ctx):
+    produce(ctx, [dict(value=b"v%d" % i, timestamp_ms=BASE_TS + 1000 * i) for i in range(5)])
+    tp = TopicPartition(ctx.topic, 0)
+    c = ctx.consumer()
+    try:
+        ctx.emit({"query": "earliest", "offset": c.beginning_offsets([tp])[tp]})
+        ctx.emit({"query": "latest", "offset": c.end_offsets([tp])[tp]})
+        for ts in (BASE_TS + 2500, 1800000000000):
+            hit = c.offsets_for_times({tp: ts})[tp]
+            ctx.emit({"query": "timestamp:%d" % ts, "offset": -1 if hit is None else hit.offset})
+    finally:
+        c.close(autocommit=False)
+
+
+def s_list_offsets_max_timestamp(ctx):
+    # kafka-python 2.x speaks ListOffsets up to v5; MAX_TIMESTAMP needs v7.
+    ctx.emit({"skip": "kafka-python has no ListOffsets v7 (MAX_TIMESTAMP)"})
+
+
+def s_unknown_topic_metadata(ctx):
+    # KafkaAdminClient asks with allow_auto_topic_creation=false.
+    a = ctx.admin()
+    try:
+        (t,) = a.describe_topics([ctx.missing])
+    finally:
+        a.close()
+    ctx.emit({"op": "metadata", "error": code_name(t["error_code"])})
+
+
+def s_unknown_topic_list_offsets(ctx):
+    # KafkaConsumer.end_offsets() retries an unknown topic until it times out
+    # and never surfaces the broker's answer, so we send the ListOffsets
+    # request through kafka-python's own client and codec instead.
+    a = ctx.admin()
+    try:
+        version = a._client.api_version(ListOffsetsRequest, max_version=5)
+        fields = dict(replica_id=-1)
+        part = (0, -1, 1) if version == 0 else (0, -1)  # (partition, LATEST[, max_offsets])
+        if version >= 4:
+            part = (0, -1, -1)  # (partition, current_leader_epoch, LATEST)
+        if version >= 2:
+            fields["isolation_level"] = 0
+        req = ListOffsetsRequest[version](topics=[(ctx.missing, [part])], **fields)
+        resp = a.send_request(req)
+    finally:
+        a.close()
+    for _topic, parts in resp.topics:
+        for p in parts:
+            ctx.emit({"op": "list_offsets", "error": code_name(p[1])})
+
+
+def s_unknown_partition(ctx):
+    # kafka-python refuses locally (AssertionError 'Unrecognized partition')
+    # when the partition is not in the topic's metadata: PROTOCOL.md maps
+    # that refusal to UNKNOWN_TOPIC_OR_PARTITION.
+    p = ctx.producer()
+    try:
+        f = p.send(ctx.topic, value=b"v", partition=5)
+        f.get(timeout=ctx.left_ms(10000) / 1000)
+        ctx.emit({"op": "produce", "error": None})
+    except AssertionError:
+        ctx.emit({"op": "produce", "error": "UNKNOWN_TOPIC_OR_PARTITION"})
+    except Exception as e:
+        ctx.emit({"op": "produce", "error": error_name(e)})
+    finally:
+        p.close(timeout=5)
+
+
+def s_idempotent_producer(ctx):
+    res = produce(ctx, [dict(value=b"v%d" % i) for i in range(50)], enable_idempotence=True, acks="all")
+    for r in consume(ctx, [0], sent(res)):
+        ctx.emit({"offset": r.offset, "value": text(r.value)})
+
+
+def s_auto_create(ctx):
+    topic = "%s-auto-create-new" % ctx.prefix
+    # The producer's metadata requests allow auto-creation (kafka-python default).
+    res = produce(ctx, [dict(value=b"created")], topic=topic, allow_auto_create_topics=True)
+    a = ctx.admin()
+    try:
+        (t,) = a.describe_topics([topic])
+    finally:
+        a.close()
+    if t["error_code"]:
+        ctx.emit({"op": "metadata", "error": code_name(t["error_code"])})
+        return
+    n = len(t["partitions"])
+    ctx.emit({"topic_partitions": n})
+    for r in consume(ctx, range(n), sent(res), topic=topic):
+        ctx.emit({"offset": r.offset, "value": text(r.value)})
+
+
+def s_offset_out_of_range(ctx):
+    produce(ctx, [dict(value=b"v%d" % i) for i in range(5)])
+    # auto_offset_reset='none': poll() raises OffsetOutOfRangeError instead
+    # of silently resetting.
+    c = ctx.consumer(auto_offset_reset="none")
+    tp = TopicPartition(ctx.topic, 0)
+    got = 0
+    try:
+        c.assign([tp])
+        c.seek(tp, 100)
+        end = min(ctx.deadline, time.monotonic() + 10)
+        while time.monotonic() < end:
+            got += sum(len(v) for v in c.poll(timeout_ms=200).values())
+        ctx.emit({"op": "fetch", "error": None, "records": got})
+    except Exception as e:
+        ctx.emit({"op": "fetch", "error": error_name(e)})
+    finally:
+        c.close(autocommit=False)
+
+
+def s_empty_topic(ctx):
+    ctx.emit({"records": len(consume(ctx, [0], 1, max_seconds=2))})
+    tp = TopicPartition(ctx.topic, 0)
+    c = ctx.consumer()
+    try:
+        ctx.emit({"query": "latest", "offset": c.end_offsets([tp])[tp]})
+    finally:
+        c.close(autocommit=False)
+
+
+SCENARIOS = {
+    "metadata-topic": s_metadata_topic,
+    "produce-consume-none": produce_consume(None),
+    "produce-consume-gzip": produce_consume("gzip"),
+    "produce-consume-snappy": produce_consume("snappy"),
+    "produce-consume-lz4": produce_consume("lz4"),
+    "produce-consume-zstd": produce_consume("zstd"),
+    "null-keys": s_null_keys,
+    "headers": s_headers,
+    "timestamps": s_timestamps,
+    "large-record": s_large_record,
+    "too-large-record": s_too_large_record,
+    "list-offsets": s_list_offsets,
+    "list-offsets-max-timestamp": s_list_offsets_max_timestamp,
+    "unknown-topic-metadata": s_unknown_topic_metadata,
+    "unknown-topic-list-offsets": s_unknown_topic_list_offsets,
+    "unknown-partition": s_unknown_partition,
+    "idempotent-producer": s_idempotent_producer,
+    "auto-create": s_auto_create,
+    "offset-out-of-range": s_offset_out_of_range,
+    "empty-topic": s_empty_topic,
+}
+
+
+def on_alarm(signum, frame):
+    raise ScenarioTimeout()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--prefix", required=True)
+    ap.add_argument("--scenarios", required=True)
+    args = ap.parse_args()
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    # Last line of defence against a call that ignores its timeout.
+    signal.signal(signal.SIGALRM, on_alarm)
+    for name in [s for s in args.scenarios.split(",") if s]:
+        ctx = Ctx(args.bootstrap, args.prefix, name)
+        fn = SCENARIOS.get(name)
+        if fn is None:
+            ctx.emit({"skip": "unknown scenario"})
+            continue
+        signal.alarm(SCENARIO_SECONDS - 1)
+        try:
+            fn(ctx)
+        except Exception as e:
+            # An unexpected failure is an observation too; stderr has the trace.
+            logging.exception("scenario %s failed", name)
+            ctx.emit({"error": error_name(e), "op": "scenario"})
+        finally:
+            signal.alarm(0)
+
+
+if __name__ == "__main__":
+    main()
