@@ -199,11 +199,7 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 				// format 2: a snapshot row of a CDC mapping, rendered
 				// like a change (docs/producing.md)
 				if len(it.Content) > 0 && it.Content[0] == mappings.SnapshotVersion {
-					if rendered != nil {
-						for _, r := range rendered[i][j] {
-							recs = append(recs, record{topic: r.Topic, partition: -1, key: r.Key, value: r.Value})
-						}
-					}
+					recs = renderedRecords(rendered, i, j)
 					break
 				}
 				rec, err := parseMessage(it.Content)
@@ -213,11 +209,7 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 				}
 				recs = append(recs, rec)
 			case *decoder.Change:
-				if rendered != nil {
-					for _, r := range rendered[i][j] {
-						recs = append(recs, record{topic: r.Topic, partition: -1, key: r.Key, value: r.Value})
-					}
-				}
+				recs = renderedRecords(rendered, i, j)
 			}
 			for _, rec := range recs {
 				tp, err := p.place(ctx, rec)
@@ -280,6 +272,18 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 		}
 	}
 	return nil
+}
+
+// renderedRecords are the records item j of transaction i rendered to.
+func renderedRecords(rendered [][][]mappings.Record, i, j int) []record {
+	if rendered == nil {
+		return nil
+	}
+	var recs []record
+	for _, r := range rendered[i][j] {
+		recs = append(recs, record{topic: r.Topic, partition: -1, key: r.Key, value: r.Value})
+	}
+	return recs
 }
 
 var errPartition = errors.New("partition out of range")
