@@ -6,6 +6,8 @@
 #   make run      build, install and start a cluster in $(KAFGRES_HOME)
 #   make stop     stop that cluster
 #   make test     build, install and run the Go tests (they start their own clusters)
+#   make conformance  run every conformance client against kafgres and a reference
+#                 Kafka 4.4.0 and diff (docs/conformance.md); CLIENTS=a,b SCENARIOS=x,y narrow it
 #   make clean
 
 SHELL := /bin/bash
@@ -18,7 +20,7 @@ KAFKAPORT ?= 9092
 
 DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev
 
-.PHONY: all deps build install run stop test clean
+.PHONY: all deps build install run stop test conformance clean
 
 all: build
 
@@ -70,6 +72,10 @@ stop:
 
 test: deps build install
 	go test -count=1 -timeout 40m ./...
+
+conformance: deps build install
+	@for t in java javac mvn; do command -v $$t >/dev/null || { echo "conformance needs $$t (Java 17 and Maven)"; exit 1; }; done
+	go run ./tests/conformance/runner $(if $(CLIENTS),-clients $(CLIENTS)) $(if $(SCENARIOS),-scenarios '$(SCENARIOS)') run
 
 clean:
 	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG) clean

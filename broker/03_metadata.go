@@ -9,9 +9,9 @@ package broker
 //     the request allows it (always below v4), with the default partition
 //     count; otherwise UNKNOWN_TOPIC_OR_PARTITION
 //   - an invalid name gets INVALID_TOPIC_EXCEPTION
-//   - topic authorized operations (v8+, when asked): every topic operation,
-//     as Kafka answers without an authorizer; cluster authorized operations
-//     stay "not provided" (-2147483648), as Kafka 4 answers even when asked
+//   - authorized operations (v8+ topics, v8-v10 cluster, when asked): every
+//     operation that applies, as Kafka answers without an authorizer — for
+//     topics in error too
 //
 // Version notes:
 //   - v1: controller, internal flag, null = all topics; v2: cluster id;
@@ -89,10 +89,11 @@ func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataR
 func withTopicOperations(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) *kmsg.MetadataResponse {
 	if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
 		for i := range resp.Topics {
-			if resp.Topics[i].ErrorCode == 0 {
-				resp.Topics[i].AuthorizedOperations = allTopicOperations
-			}
+			resp.Topics[i].AuthorizedOperations = allTopicOperations
 		}
+	}
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = allClusterOperations
 	}
 	return resp
 }
@@ -102,6 +103,10 @@ func withTopicOperations(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse)
 // DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11): what Kafka reports when no
 // authorizer restricts anything.
 const allTopicOperations int32 = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
+
+// allClusterOperations: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
+// DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+const allClusterOperations int32 = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
 
 func topicError(name string, err *kerr.Error) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()

@@ -37,8 +37,16 @@ func servedAPIs() apiTable {
 		{key: 1, min: 4, max: 18, handle: serve(handleFetch)},
 		{key: 2, min: 1, max: 11, handle: serve(handleListOffsets)},
 		{key: 3, min: 0, max: 13, handle: serve(handleMetadata)},
+		{key: 10, min: 0, max: 6, handle: serve(handleFindCoordinator)},
+		{key: 11, min: 0, max: 9, handle: serve(handleJoinGroup)},
+		{key: 12, min: 0, max: 4, handle: serve(handleHeartbeat)},
+		{key: 13, min: 0, max: 5, handle: serve(handleLeaveGroup)},
+		{key: 14, min: 0, max: 5, handle: serve(handleSyncGroup)},
+		{key: 15, min: 0, max: 6, handle: serve(handleDescribeGroups)},
+		{key: 16, min: 0, max: 5, handle: serve(handleListGroups)},
 		{key: 18, min: 0, max: 5, handle: serve(handleApiVersions)},
 		{key: 22, min: 0, max: 5, handle: serve(handleInitProducerID)},
+		{key: 42, min: 0, max: 3, handle: serve(handleDeleteGroups)},
 	})
 }
 

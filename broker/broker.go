@@ -29,6 +29,7 @@ type Broker struct {
 
 	catalog   *catalog
 	offsets   *offsetStore
+	groups    *groups
 	committer *committer
 	mirror    *mirror
 
@@ -50,6 +51,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	b := &Broker{cfg: cfg, log: log, apis: servedAPIs(), fatal: make(chan struct{})}
+	b.groups = newGroups(groupConfig{
+		initialRebalanceDelay: max(cfg.GroupInitialRebalanceDelay, 0),
+		minSessionTimeout:     cfg.GroupMinSessionTimeout,
+		maxSessionTimeout:     cfg.GroupMaxSessionTimeout,
+		maxSize:               cfg.GroupMaxSize,
+	}, log.With("component", "groups"))
 
 	pool, err := connect(ctx, cfg.DSN, log)
 	if err != nil {

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -24,6 +25,14 @@ type Config struct {
 	MaxMessageBytes int32         // max.message.bytes (topic default)
 	SegmentBytes    int64         // log.segment.bytes
 	MirrorInterval  time.Duration // how often log ends are copied into Postgres
+
+	// Consumer groups. GroupInitialRebalanceDelay is
+	// group.initial.rebalance.delay.ms: zero means Kafka's default (3 s),
+	// a negative value no delay.
+	GroupInitialRebalanceDelay time.Duration
+	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms
+	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms
+	GroupMaxSize               int           // group.max.size
 }
 
 // Defaults are Kafka's broker defaults where Kafka has one.
@@ -45,6 +54,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.DefaultPartition == 0 {
 		c.DefaultPartition = 1
+	}
+	if c.GroupInitialRebalanceDelay == 0 {
+		c.GroupInitialRebalanceDelay = 3 * time.Second
+	}
+	if c.GroupMinSessionTimeout == 0 {
+		c.GroupMinSessionTimeout = 6 * time.Second
+	}
+	if c.GroupMaxSessionTimeout == 0 {
+		c.GroupMaxSessionTimeout = 30 * time.Minute
+	}
+	if c.GroupMaxSize == 0 {
+		c.GroupMaxSize = math.MaxInt32 // Kafka's default: no limit
 	}
 }
 

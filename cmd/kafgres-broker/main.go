@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -37,6 +38,7 @@ func run() error {
 		advPort    int
 		partitions int
 		liveFD     int
+		groupDelay time.Duration
 		level      slog.Level
 	)
 	flag.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:9092", "host:port of the Kafka listener")
@@ -47,6 +49,7 @@ func run() error {
 	flag.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", true, "create unknown topics on Metadata requests")
 	flag.IntVar(&partitions, "default-partitions", 1, "partitions of auto-created topics")
 	flag.BoolVar(&cfg.Fsync, "fsync", true, "fsync the log before acknowledging produces")
+	flag.DurationVar(&groupDelay, "group-initial-rebalance-delay", 3*time.Second, "how long a new consumer group waits for more members before its first rebalance (Kafka's group.initial.rebalance.delay.ms); 0 for none")
 	flag.IntVar(&liveFD, "liveness-fd", -1, "exit when this inherited fd reaches EOF (set by the supervisor)")
 	flag.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	flag.Parse()
@@ -66,6 +69,10 @@ func run() error {
 	}
 	cfg.AdvertisedPort = int32(advPort)
 	cfg.DefaultPartition = int32(partitions)
+	cfg.GroupInitialRebalanceDelay = groupDelay
+	if groupDelay == 0 {
+		cfg.GroupInitialRebalanceDelay = -1 // Config's zero means "Kafka's default"
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -1,0 +1,61 @@
+package broker
+
+// FindCoordinator: v0-6
+//
+// Behavior:
+//   - kafgres is one broker, so it coordinates every group and every
+//     transactional id: node 1 at the advertised host and port. Nothing is
+//     created by asking (as in Kafka, whose coordinator for an unknown
+//     transactional id is simply the leader of its partition).
+//   - share-group keys (type 2) get INVALID_REQUEST: share groups are not
+//     served (Kafka answers the same when its share coordinator is off);
+//     unknown key types get INVALID_REQUEST, as Kafka's CoordinatorType.forId
+//   - v0-3 error answers carry node -1 and an empty host, like Kafka's
+//     error response
+//
+// Version notes:
+//   - v1: key type, throttle, error message; v3: flexible;
+//     v4: batched keys (KIP-699), one result per key; v6: share keys
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleFindCoordinator(_ context.Context, b *Broker, _ *conn, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	if req.Version >= 4 {
+		for _, key := range req.CoordinatorKeys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key = key
+			if err := coordinatorKeyError(req.CoordinatorType); err != nil {
+				c.NodeID, c.ErrorCode = -1, err.Code
+			} else {
+				c.NodeID, c.Host, c.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
+			}
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return resp, nil
+	}
+	if err := coordinatorKeyError(req.CoordinatorType); err != nil {
+		resp.ErrorCode, resp.NodeID = err.Code, -1
+		msg := err.Message
+		resp.ErrorMessage = &msg
+		return resp, nil
+	}
+	resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
+	none := "NONE" // Kafka sends Errors.NONE.message()
+	resp.ErrorMessage = &none
+	return resp, nil
+}
+
+// coordinatorKeyError is nil for the key types we coordinate: 0 group,
+// 1 transaction.
+func coordinatorKeyError(keyType int8) *kerr.Error {
+	if keyType == 0 || keyType == 1 {
+		return nil
+	}
+	return kerr.InvalidRequest
+}

@@ -1,0 +1,55 @@
+package broker
+
+// LeaveGroup: v0-5
+//
+// Behavior:
+//   - removes members and rebalances the rest; a member parked in JoinGroup
+//     is answered UNKNOWN_MEMBER_ID
+//   - per member: UNKNOWN_MEMBER_ID if unknown, FENCED_INSTANCE_ID if its
+//     instance id belongs to another member id; an instance id with an
+//     empty member id removes that static member (administrative removal)
+//   - an unknown group is UNKNOWN_MEMBER_ID for the whole request, as Kafka
+//
+// Version notes:
+//   - v1: throttle; v3: batch of members with instance ids (KIP-345), the
+//     top-level error is then only for group-level failures; v0-2 carry one
+//     member and its error at top level; v4: flexible; v5: reason
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleLeaveGroup(_ context.Context, b *Broker, _ *conn, req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	var ms []leaveMember
+	if req.Version < 3 {
+		ms = []leaveMember{{memberID: req.MemberID, reason: "not provided"}}
+	}
+	for _, m := range req.Members {
+		lm := leaveMember{memberID: m.MemberID, instanceID: m.InstanceID, reason: "not provided"}
+		if m.Reason != nil {
+			lm.reason = *m.Reason
+		}
+		ms = append(ms, lm)
+	}
+	top, errs := b.groups.leave(req.Group, ms)
+	resp.ErrorCode = errorCode(top)
+	if req.Version < 3 {
+		if top == nil && errs[0] != nil {
+			resp.ErrorCode = errs[0].Code
+		}
+		return resp, nil
+	}
+	if top != nil {
+		return resp, nil
+	}
+	for i, m := range req.Members {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
+		rm.ErrorCode = errorCode(errs[i])
+		resp.Members = append(resp.Members, rm)
+	}
+	return resp, nil
+}

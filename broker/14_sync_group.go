@@ -1,0 +1,57 @@
+package broker
+
+// SyncGroup: v0-5
+//
+// Behavior:
+//   - the leader's request carries the assignments and makes the group
+//     Stable; every member's request is answered with its own assignment
+//     (empty if the leader gave it none) once the leader's has arrived
+//   - a follower's request waits for the leader's without blocking
+//     anything but its own connection
+//   - REBALANCE_IN_PROGRESS while members are (re)joining or when a new
+//     rebalance starts before the leader synced; UNKNOWN_MEMBER_ID,
+//     FENCED_INSTANCE_ID, ILLEGAL_GENERATION as Heartbeat;
+//     INCONSISTENT_GROUP_PROTOCOL for a protocol type or name (v5) that is
+//     not the group's
+//
+// Version notes:
+//   - v1: throttle; v3: group instance id; v4: flexible; v5: protocol type
+//     and name in request and response (KIP-559)
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleSyncGroup(ctx context.Context, b *Broker, _ *conn, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
+	sr := syncRequest{
+		group:       req.Group,
+		memberID:    req.MemberID,
+		generation:  req.Generation,
+		assignments: make(map[string][]byte, len(req.GroupAssignment)),
+	}
+	if req.Version >= 3 {
+		sr.instanceID = req.InstanceID
+	}
+	if req.Version >= 5 {
+		sr.protocolType, sr.protocol = req.ProtocolType, req.Protocol
+	}
+	for _, a := range req.GroupAssignment {
+		sr.assignments[a.MemberID] = a.MemberAssignment
+	}
+	res, err := b.groups.sync(ctx, sr)
+	if err != nil {
+		return nil, err // the connection or the broker is closing
+	}
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	resp.ErrorCode = errorCode(res.err)
+	resp.MemberAssignment = res.assignment
+	if resp.MemberAssignment == nil {
+		resp.MemberAssignment = []byte{}
+	}
+	if req.Version >= 5 {
+		resp.ProtocolType, resp.Protocol = res.protocolType, res.protocol
+	}
+	return resp, nil
+}

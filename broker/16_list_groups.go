@@ -1,0 +1,48 @@
+package broker
+
+// ListGroups: v0-5
+//
+// Behavior:
+//   - every group the coordinator knows, with its protocol type ("" for a
+//     group that only committed offsets)
+//   - v4+ states filter and v5+ types filter match case-insensitively, as
+//     Kafka; every group here is of type "classic"
+//
+// Version notes:
+//   - v1: throttle; v3: flexible; v4: states filter, group state;
+//     v5: types filter, group type (KIP-848)
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleListGroups(_ context.Context, b *Broker, _ *conn, req *kmsg.ListGroupsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	matches := func(filter []string, value string) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool {
+			return strings.EqualFold(strings.TrimSpace(f), value)
+		})
+	}
+	for _, g := range b.groups.list() {
+		if req.Version >= 4 && !matches(req.StatesFilter, g.state.String()) {
+			continue
+		}
+		if req.Version >= 5 && !matches(req.TypesFilter, "classic") {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType = g.name, g.protocolType
+		if req.Version >= 4 {
+			lg.GroupState = g.state.String()
+		}
+		if req.Version >= 5 {
+			lg.GroupType = "classic"
+		}
+		resp.Groups = append(resp.Groups, lg)
+	}
+	return resp, nil
+}

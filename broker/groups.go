@@ -1,0 +1,1213 @@
+package broker
+
+// The classic consumer-group coordinator (JoinGroup, SyncGroup, Heartbeat,
+// LeaveGroup and the group side of OffsetCommit), following Apache Kafka's
+// GroupMetadataManager/ClassicGroup state machine:
+//
+//	Empty ──join──► PreparingRebalance ──all joined / timeout──► CompletingRebalance
+//	  ▲                  ▲       │                                   │ leader syncs
+//	  └── no members ────┘       └─────── member change ◄── Stable ◄─┘
+//
+// Each group has its own mutex; timers (session, rebalance, initial delay,
+// pending sync) run their callbacks under it. A JoinGroup or SyncGroup that
+// has to wait parks a buffered channel on its member and waits on it outside
+// the lock, so a rebalance blocks only the connections taking part in it.
+// State lives in memory only: after a restart members get UNKNOWN_MEMBER_ID
+// and rejoin, as after a Kafka coordinator failover.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// newMemberJoinTimeout bounds how long a new member's parked JoinGroup may
+// keep it in the group (Kafka's group.classic.new.member.join.timeout): its
+// session timer cannot run while it has no member id to heartbeat with.
+const newMemberJoinTimeout = 5 * time.Minute
+
+// groupConfig holds the broker settings the coordinator uses.
+type groupConfig struct {
+	initialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
+	minSessionTimeout     time.Duration // group.min.session.timeout.ms
+	maxSessionTimeout     time.Duration // group.max.session.timeout.ms
+	maxSize               int           // group.max.size
+}
+
+// groups is the coordinator for every classic group.
+type groups struct {
+	cfg groupConfig
+	log *slog.Logger
+
+	mu  sync.Mutex
+	all map[string]*group
+}
+
+func newGroups(cfg groupConfig, log *slog.Logger) *groups {
+	return &groups{cfg: cfg, log: log, all: map[string]*group{}}
+}
+
+type groupState int8
+
+const (
+	groupEmpty groupState = iota
+	groupPreparingRebalance
+	groupCompletingRebalance
+	groupStable
+	groupDead
+)
+
+// String is Kafka's name of the state, as DescribeGroups and ListGroups show it.
+func (s groupState) String() string {
+	switch s {
+	case groupEmpty:
+		return "Empty"
+	case groupPreparingRebalance:
+		return "PreparingRebalance"
+	case groupCompletingRebalance:
+		return "CompletingRebalance"
+	case groupStable:
+		return "Stable"
+	default:
+		return "Dead"
+	}
+}
+
+// protocol is one assignor a member supports, with its metadata.
+type protocol struct {
+	name     string
+	metadata []byte
+}
+
+type member struct {
+	id               string
+	instanceID       *string
+	clientID         string
+	clientHost       string
+	protocolType     string
+	protocols        []protocol // in the member's order of preference
+	rebalanceTimeout time.Duration
+	sessionTimeout   time.Duration
+	assignment       []byte
+	isNew            bool            // joined, first JoinGroup not yet answered
+	joinWait         chan joinResult // non-nil while a JoinGroup waits
+	syncWait         chan syncResult // non-nil while a SyncGroup waits
+	heartbeat        timer           // session expiry
+}
+
+func (m *member) awaitingJoin() bool { return m.joinWait != nil }
+func (m *member) awaitingSync() bool { return m.syncWait != nil }
+
+// sameProtocols reports whether a rejoin changes nothing the leader assigned from.
+func (m *member) sameProtocols(ps []protocol) bool {
+	return slices.EqualFunc(m.protocols, ps, func(a, b protocol) bool {
+		return a.name == b.name && bytes.Equal(a.metadata, b.metadata)
+	})
+}
+
+func (m *member) metadataFor(name string) []byte {
+	for _, p := range m.protocols {
+		if p.name == name {
+			return p.metadata
+		}
+	}
+	return nil
+}
+
+type group struct {
+	name string
+	gs   *groups
+
+	mu           sync.Mutex
+	state        groupState
+	prevState    groupState
+	generation   int32
+	protocolType string // set by the first member; kept while Empty
+	protocol     string // selected protocol; empty when none
+	leader       string
+
+	members map[string]*member
+	order   []string          // member ids in join order: leader succession
+	pending map[string]*timer // v4+ joiners told MEMBER_ID_REQUIRED
+	static  map[string]string // group.instance.id → member id
+
+	pendingSync    map[string]bool // members yet to SyncGroup this generation
+	newMemberAdded bool            // extends the initial rebalance delay
+	joinTimer      timer           // rebalance timeout or initial delay
+	syncTimer      timer           // pending-sync expiry
+}
+
+// timer is a rescheduleable callback run under the group's lock. Stopping
+// or rescheduling changes its token, so a callback that already fired and
+// waits for the lock sees it lost and does nothing.
+type timer struct {
+	t     *time.Timer
+	token uint64
+}
+
+func (t *timer) stop() {
+	t.token++
+	if t.t != nil {
+		t.t.Stop()
+		t.t = nil
+	}
+}
+
+func (t *timer) active() bool { return t.t != nil }
+
+// schedule runs fn under g.mu after d unless tm is stopped or rescheduled
+// first, or the group died.
+func (g *group) schedule(tm *timer, d time.Duration, fn func()) {
+	tm.stop()
+	token := tm.token
+	tm.t = time.AfterFunc(d, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if tm.token != token || g.state == groupDead {
+			return
+		}
+		tm.t = nil
+		fn()
+	})
+}
+
+// joinRequest is a JoinGroup as the coordinator sees it.
+type joinRequest struct {
+	group                string
+	memberID             string
+	instanceID           *string
+	clientID, clientHost string
+	protocolType         string
+	protocols            []protocol
+	sessionTimeout       time.Duration
+	rebalanceTimeout     time.Duration
+	requireKnownMemberID bool // v4+: a new dynamic member first gets MEMBER_ID_REQUIRED
+	reason               string
+}
+
+// joinResult is a JoinGroup answer; the handler encodes it per version.
+type joinResult struct {
+	err            *kerr.Error
+	memberID       string
+	generation     int32
+	protocolType   *string
+	protocol       *string
+	leader         string
+	skipAssignment bool
+	members        []joinMember // only for the leader
+}
+
+type joinMember struct {
+	memberID   string
+	instanceID *string
+	metadata   []byte
+}
+
+func joinError(err *kerr.Error, memberID string) joinResult {
+	return joinResult{err: err, memberID: memberID, generation: -1}
+}
+
+// syncRequest is a SyncGroup as the coordinator sees it.
+type syncRequest struct {
+	group        string
+	memberID     string
+	instanceID   *string
+	generation   int32
+	protocolType *string // v5+
+	protocol     *string // v5+
+	assignments  map[string][]byte
+}
+
+type syncResult struct {
+	err          *kerr.Error
+	protocolType *string
+	protocol     *string
+	assignment   []byte
+}
+
+// lookup returns the live group locked, or nil. A group deleted between the
+// map lookup and the lock is out of the map by then, so the retry ends.
+func (gs *groups) lookup(name string, create bool) *group {
+	for {
+		gs.mu.Lock()
+		g := gs.all[name]
+		if g == nil && create {
+			g = gs.newGroup(name)
+			gs.all[name] = g
+		}
+		gs.mu.Unlock()
+		if g == nil {
+			return nil
+		}
+		g.mu.Lock()
+		if g.state != groupDead {
+			return g
+		}
+		g.mu.Unlock()
+	}
+}
+
+func (gs *groups) newGroup(name string) *group {
+	return &group{
+		name:    name,
+		gs:      gs,
+		members: map[string]*member{},
+		pending: map[string]*timer{},
+		static:  map[string]string{},
+	}
+}
+
+// exists reports whether the coordinator knows group (in any live state).
+func (gs *groups) exists(group string) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return gs.all[group] != nil
+}
+
+// ensure creates group in the Empty state if it does not exist, for groups
+// known only from their committed offsets.
+func (gs *groups) ensure(group string) {
+	if g := gs.lookup(group, true); g != nil {
+		g.mu.Unlock()
+	}
+}
+
+// commitAllowed applies Kafka's OffsetCommit rules for classic groups
+// (ClassicGroup.validateOffsetCommit). A "simple" commit (generation < 0,
+// no member id, no instance id) is allowed when the group is Empty or
+// unknown, and creates it Empty. Otherwise the member must exist
+// (UNKNOWN_MEMBER_ID), its instance id must map to it (FENCED_INSTANCE_ID),
+// the generation must match (ILLEGAL_GENERATION), and commits while the
+// group waits for the leader's assignment get REBALANCE_IN_PROGRESS.
+//
+// An unknown group with generation >= 0 gets GROUP_ID_NOT_FOUND; Kafka
+// answers that from OffsetCommit v9 and ILLEGAL_GENERATION below, which the
+// caller maps.
+func (gs *groups) commitAllowed(group, memberID string, instanceID *string, generation int32) error {
+	simple := generation < 0 && memberID == "" && instanceID == nil
+	g := gs.lookup(group, generation < 0)
+	if g == nil {
+		return kerr.GroupIDNotFound
+	}
+	defer g.mu.Unlock()
+	if generation < 0 && g.state == groupEmpty {
+		return nil
+	}
+	if !simple {
+		if err := g.validateMember(memberID, instanceID); err != nil {
+			return err
+		}
+		if generation != g.generation {
+			return kerr.IllegalGeneration
+		}
+	} else if g.state != groupEmpty {
+		// Without a member id, commits are only accepted while nobody
+		// consumes with the group.
+		return kerr.UnknownMemberID
+	}
+	if g.state == groupCompletingRebalance {
+		return kerr.RebalanceInProgress
+	}
+	return nil
+}
+
+// validateMember is ClassicGroup.validateMember: a static member is known
+// by its instance id, and an old member id for it has been fenced.
+func (g *group) validateMember(memberID string, instanceID *string) *kerr.Error {
+	if instanceID != nil {
+		id, ok := g.static[*instanceID]
+		switch {
+		case !ok:
+			return kerr.UnknownMemberID
+		case id != memberID:
+			return kerr.FencedInstanceID
+		}
+		return nil
+	}
+	if g.members[memberID] == nil {
+		return kerr.UnknownMemberID
+	}
+	return nil
+}
+
+// join handles JoinGroup; it waits, while ctx lasts, for the rebalance when
+// the member has to.
+func (gs *groups) join(ctx context.Context, req joinRequest) (joinResult, error) {
+	if req.group == "" {
+		return joinError(kerr.InvalidGroupID, req.memberID), nil
+	}
+	if req.sessionTimeout < gs.cfg.minSessionTimeout || req.sessionTimeout > gs.cfg.maxSessionTimeout {
+		return joinError(kerr.InvalidSessionTimeout, req.memberID), nil
+	}
+	// Only a member without an id may create the group.
+	g := gs.lookup(req.group, req.memberID == "")
+	if g == nil {
+		return joinError(kerr.UnknownMemberID, req.memberID), nil
+	}
+	res, wait := g.join(req)
+	g.mu.Unlock()
+	if wait == nil {
+		return res, nil
+	}
+	select {
+	case res := <-wait:
+		return res, nil
+	case <-ctx.Done():
+		return joinResult{}, ctx.Err()
+	}
+}
+
+// join runs under g.mu; a non-nil channel means "wait for the answer".
+func (g *group) join(req joinRequest) (joinResult, chan joinResult) {
+	if !g.acceptJoining(req.memberID) {
+		g.remove(req.memberID)
+		g.maybeCompleteJoin()
+		return joinError(kerr.GroupMaxSizeReached, ""), nil
+	}
+	if !g.supportsProtocols(req.protocolType, req.protocols) {
+		return joinError(kerr.InconsistentGroupProtocol, req.memberID), nil
+	}
+	if req.memberID == "" {
+		return g.joinNew(req)
+	}
+	return g.joinExisting(req)
+}
+
+func (g *group) acceptJoining(memberID string) bool {
+	max := g.gs.cfg.maxSize
+	switch g.state {
+	case groupPreparingRebalance:
+		if m := g.members[memberID]; m != nil && m.awaitingJoin() {
+			return true
+		}
+		return g.numAwaitingJoin() < max
+	case groupCompletingRebalance, groupStable:
+		return g.members[memberID] != nil || len(g.members) < max
+	default:
+		return true
+	}
+}
+
+// supportsProtocols: an Empty group takes any non-empty protocol list; a
+// group with members only a member of the same protocol type offering at
+// least one protocol every member supports.
+func (g *group) supportsProtocols(protocolType string, ps []protocol) bool {
+	if g.state == groupEmpty {
+		return protocolType != "" && len(ps) > 0
+	}
+	if protocolType != g.protocolType {
+		return false
+	}
+	for _, p := range ps {
+		if g.supportedBy(p.name) == len(g.members) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *group) supportedBy(name string) int {
+	n := 0
+	for _, m := range g.members {
+		if slices.ContainsFunc(m.protocols, func(p protocol) bool { return p.name == name }) {
+			n++
+		}
+	}
+	return n
+}
+
+func (g *group) joinNew(req joinRequest) (joinResult, chan joinResult) {
+	id := newMemberID(req.clientID, req.instanceID)
+	if req.instanceID != nil {
+		if old, ok := g.static[*req.instanceID]; ok {
+			return g.replaceStatic(old, id, req)
+		}
+		// Static members skip MEMBER_ID_REQUIRED: their instance id
+		// already identifies them across retries.
+		return g.addMember(id, req)
+	}
+	if req.requireKnownMemberID {
+		// Park the id until the member comes back with it; if it never
+		// does, its session timeout forgets it.
+		tm := &timer{}
+		g.pending[id] = tm
+		g.schedule(tm, req.sessionTimeout, func() {
+			delete(g.pending, id)
+			if g.state == groupPreparingRebalance && g.allJoined() {
+				g.completeJoin()
+			}
+		})
+		return joinError(kerr.MemberIDRequired, id), nil
+	}
+	return g.addMember(id, req)
+}
+
+func (g *group) joinExisting(req joinRequest) (joinResult, chan joinResult) {
+	if tm, ok := g.pending[req.memberID]; ok {
+		tm.stop()
+		return g.addMember(req.memberID, req)
+	}
+	if err := g.validateMember(req.memberID, req.instanceID); err != nil {
+		return joinError(err, req.memberID), nil
+	}
+	m := g.members[req.memberID]
+	switch g.state {
+	case groupPreparingRebalance:
+		return g.updateMember(m, req)
+	case groupCompletingRebalance:
+		if m.sameProtocols(req.protocols) {
+			// Probably a retry after a lost response: repeat it.
+			return g.currentJoinResult(m, g.leader == m.id), nil
+		}
+		return g.updateMember(m, req)
+	case groupStable:
+		// A leader's rejoin forces a rebalance: that is how it reacts to
+		// changes the members' metadata does not show (new partitions).
+		if g.leader == m.id || !m.sameProtocols(req.protocols) {
+			return g.updateMember(m, req)
+		}
+		return g.currentJoinResult(m, false), nil
+	default:
+		return joinError(kerr.UnknownMemberID, req.memberID), nil
+	}
+}
+
+func (g *group) currentJoinResult(m *member, withMembers bool) joinResult {
+	r := joinResult{
+		memberID:     m.id,
+		generation:   g.generation,
+		protocolType: g.protocolTypePtr(),
+		protocol:     g.protocolPtr(),
+		leader:       g.leader,
+	}
+	if withMembers {
+		r.members = g.joinMembers()
+	}
+	return r
+}
+
+func (g *group) protocolTypePtr() *string {
+	if g.protocolType == "" {
+		return nil
+	}
+	s := g.protocolType
+	return &s
+}
+
+func (g *group) protocolPtr() *string {
+	if g.protocol == "" {
+		return nil
+	}
+	s := g.protocol
+	return &s
+}
+
+func (g *group) joinMembers() []joinMember {
+	out := make([]joinMember, 0, len(g.members))
+	for _, id := range g.order {
+		m := g.members[id]
+		out = append(out, joinMember{memberID: m.id, instanceID: m.instanceID, metadata: m.metadataFor(g.protocol)})
+	}
+	return out
+}
+
+// addMember adds a new member awaiting its JoinGroup answer.
+func (g *group) addMember(id string, req joinRequest) (joinResult, chan joinResult) {
+	m := &member{
+		id:               id,
+		instanceID:       req.instanceID,
+		clientID:         req.clientID,
+		clientHost:       req.clientHost,
+		protocolType:     req.protocolType,
+		protocols:        req.protocols,
+		rebalanceTimeout: req.rebalanceTimeout,
+		sessionTimeout:   req.sessionTimeout,
+		isNew:            true,
+		joinWait:         make(chan joinResult, 1),
+	}
+	if g.state == groupPreparingRebalance && g.generation == 0 {
+		g.newMemberAdded = true
+	}
+	if len(g.members) == 0 {
+		g.protocolType = req.protocolType
+	}
+	g.members[id] = m
+	g.order = append(g.order, id)
+	if g.leader == "" {
+		g.leader = id
+	}
+	if m.instanceID != nil {
+		g.static[*m.instanceID] = id
+	}
+	delete(g.pending, id)
+	// The session timer cannot protect a member parked in JoinGroup (it
+	// cannot heartbeat); a client that gave up and retries would leave a
+	// defunct member behind, so new members get a join deadline instead.
+	g.scheduleHeartbeat(m, newMemberJoinTimeout)
+	g.maybeRebalance(fmt.Sprintf("adding member %s; reason: %s", id, req.reason))
+	return joinResult{}, m.joinWait
+}
+
+// updateMember records a known member's rejoin.
+func (g *group) updateMember(m *member, req joinRequest) (joinResult, chan joinResult) {
+	m.protocols = req.protocols
+	m.rebalanceTimeout = req.rebalanceTimeout
+	m.sessionTimeout = req.sessionTimeout
+	ch := make(chan joinResult, 1)
+	if m.joinWait != nil {
+		// A second JoinGroup from the same member supersedes the first,
+		// which Kafka also answers this way.
+		m.joinWait <- joinError(kerr.RebalanceInProgress, m.id)
+	}
+	m.joinWait = ch
+	g.maybeRebalance(fmt.Sprintf("member %s rejoined; reason: %s", m.id, req.reason))
+	return joinResult{}, ch
+}
+
+// replaceStatic hands a static member's place to a new member id: the old
+// id is fenced, the assignment kept, and a stable group does not rebalance
+// unless the selected protocol would change (KIP-345).
+func (g *group) replaceStatic(oldID, newID string, req joinRequest) (joinResult, chan joinResult) {
+	old := g.members[oldID]
+	if old.joinWait != nil {
+		old.joinWait <- joinError(kerr.FencedInstanceID, oldID)
+		old.joinWait = nil
+	}
+	if old.syncWait != nil {
+		old.syncWait <- syncResult{err: kerr.FencedInstanceID}
+		old.syncWait = nil
+	}
+	old.heartbeat.stop()
+	m := &member{
+		id:               newID,
+		instanceID:       old.instanceID,
+		clientID:         old.clientID,
+		clientHost:       old.clientHost,
+		protocolType:     old.protocolType,
+		protocols:        req.protocols,
+		rebalanceTimeout: req.rebalanceTimeout,
+		sessionTimeout:   req.sessionTimeout,
+		assignment:       old.assignment,
+		joinWait:         make(chan joinResult, 1),
+	}
+	delete(g.members, oldID)
+	g.members[newID] = m
+	g.order[slices.Index(g.order, oldID)] = newID
+	if g.leader == oldID {
+		g.leader = newID
+	}
+	if g.pendingSync[oldID] {
+		delete(g.pendingSync, oldID)
+		g.pendingSync[newID] = true
+	}
+	g.static[*req.instanceID] = newID
+	g.scheduleHeartbeat(m, m.sessionTimeout)
+
+	switch g.state {
+	case groupStable:
+		if g.selectProtocol() == g.protocol {
+			r := g.currentJoinResult(m, g.leader == newID)
+			// The leader already assigned this generation; it must not
+			// run its assignor again with the new id (KIP-814).
+			r.skipAssignment = g.leader == newID
+			m.joinWait = nil
+			return r, nil
+		}
+		g.maybeRebalance("static member " + newID + " changes the selected protocol")
+	case groupCompletingRebalance:
+		// The leader may be assigning to the old id; start over.
+		g.prepareRebalance("static member " + newID + " replaced " + oldID + " during sync")
+	default:
+		g.maybeCompleteJoin()
+	}
+	return joinResult{}, m.joinWait
+}
+
+// maybeRebalance starts a rebalance, or finishes the join phase when one is
+// under way and everybody is in.
+func (g *group) maybeRebalance(reason string) {
+	switch g.state {
+	case groupEmpty, groupStable, groupCompletingRebalance:
+		g.prepareRebalance(reason)
+	default:
+		g.maybeCompleteJoin()
+	}
+}
+
+func (g *group) prepareRebalance(reason string) {
+	if g.state == groupCompletingRebalance {
+		// Members waiting for the old generation's assignment rejoin.
+		g.propagateSync(kerr.RebalanceInProgress)
+	}
+	g.clearPendingSync()
+	initial := g.state == groupEmpty
+	g.transition(groupPreparingRebalance)
+	g.gs.log.Info("preparing to rebalance group", "group", g.name, "generation", g.generation, "reason", reason)
+	if initial {
+		// A new group waits group.initial.rebalance.delay.ms, extended
+		// while members keep arriving, up to the rebalance timeout, so
+		// consumers started together land in one generation.
+		delay := g.gs.cfg.initialRebalanceDelay
+		g.scheduleInitial(delay, max(g.rebalanceTimeout()-delay, 0))
+		return
+	}
+	if g.allJoined() {
+		g.completeJoin()
+		return
+	}
+	g.schedule(&g.joinTimer, g.rebalanceTimeout(), g.completeJoin)
+}
+
+func (g *group) scheduleInitial(delay, remaining time.Duration) {
+	g.schedule(&g.joinTimer, delay, func() {
+		if g.newMemberAdded && remaining > 0 {
+			g.newMemberAdded = false
+			next := min(g.gs.cfg.initialRebalanceDelay, remaining)
+			g.scheduleInitial(next, max(remaining-delay, 0))
+			return
+		}
+		g.completeJoin()
+	})
+}
+
+// maybeCompleteJoin ends the join phase once every member rejoined, except
+// during the initial delay.
+func (g *group) maybeCompleteJoin() {
+	if g.state == groupPreparingRebalance && g.prevState != groupEmpty && g.allJoined() {
+		g.completeJoin()
+	}
+}
+
+func (g *group) transition(s groupState) {
+	g.prevState, g.state = g.state, s
+}
+
+func (g *group) numAwaitingJoin() int {
+	n := 0
+	for _, m := range g.members {
+		if m.awaitingJoin() {
+			n++
+		}
+	}
+	return n
+}
+
+func (g *group) allJoined() bool {
+	return g.numAwaitingJoin() == len(g.members) && len(g.pending) == 0
+}
+
+// rebalanceTimeout is the longest any member allows for a rebalance.
+func (g *group) rebalanceTimeout() time.Duration {
+	var d time.Duration
+	for _, m := range g.members {
+		d = max(d, m.rebalanceTimeout)
+	}
+	return d
+}
+
+// completeJoin closes the join phase: dynamic members that did not rejoin
+// are dropped, the next generation starts and every waiting JoinGroup is
+// answered (the leader's with the members' metadata).
+func (g *group) completeJoin() {
+	if g.state != groupPreparingRebalance {
+		return
+	}
+	g.joinTimer.stop()
+	for _, id := range slices.Clone(g.order) {
+		if m := g.members[id]; !m.awaitingJoin() && m.instanceID == nil {
+			g.gs.log.Info("removing member that did not rejoin", "group", g.name, "member", id)
+			g.remove(id)
+		}
+	}
+	if !g.electJoinedLeader() && len(g.members) > 0 {
+		// Only static members that have not rejoined are left; wait
+		// for them to rejoin or for their sessions to expire.
+		g.schedule(&g.joinTimer, g.rebalanceTimeout(), g.completeJoin)
+		return
+	}
+	g.generation++
+	if len(g.members) == 0 {
+		g.protocol = ""
+		g.transition(groupEmpty)
+		g.clearPendingSync()
+		g.gs.log.Info("group is empty", "group", g.name, "generation", g.generation)
+		return
+	}
+	g.protocol = g.selectProtocol()
+	g.transition(groupCompletingRebalance)
+	g.clearPendingSync()
+	g.gs.log.Info("rebalance: join phase complete", "group", g.name, "generation", g.generation,
+		"members", len(g.members), "protocol", g.protocol, "leader", g.leader)
+	g.pendingSync = map[string]bool{}
+	for _, id := range g.order {
+		m := g.members[id]
+		if m.joinWait != nil {
+			m.joinWait <- g.currentJoinResult(m, id == g.leader)
+			m.joinWait = nil
+		}
+		m.isNew = false
+		g.scheduleHeartbeat(m, m.sessionTimeout)
+		g.pendingSync[id] = true
+	}
+	gen := g.generation
+	g.schedule(&g.syncTimer, g.rebalanceTimeout(), func() { g.expirePendingSync(gen) })
+}
+
+// electJoinedLeader keeps the leader if it rejoined, else picks the first
+// member that did; false when nobody rejoined.
+func (g *group) electJoinedLeader() bool {
+	if g.leader == "" {
+		return false
+	}
+	if g.members[g.leader].awaitingJoin() {
+		return true
+	}
+	for _, id := range g.order {
+		if g.members[id].awaitingJoin() {
+			g.leader = id
+			return true
+		}
+	}
+	return false
+}
+
+// selectProtocol is Kafka's vote: among the protocols every member
+// supports, each member votes for the first in its own preference order,
+// and the most votes win. Kafka breaks ties arbitrarily; we take the
+// earliest in the leader's preference, so the choice is deterministic.
+func (g *group) selectProtocol() string {
+	candidates := map[string]bool{}
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			if g.supportedBy(p.name) == len(g.members) {
+				candidates[p.name] = true
+			}
+		}
+	}
+	votes := map[string]int{}
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			if candidates[p.name] {
+				votes[p.name]++
+				break
+			}
+		}
+	}
+	var order []string
+	if l := g.members[g.leader]; l != nil {
+		for _, p := range l.protocols {
+			order = append(order, p.name)
+		}
+	}
+	best, bestVotes := "", 0
+	for _, name := range order {
+		if votes[name] > bestVotes {
+			best, bestVotes = name, votes[name]
+		}
+	}
+	if best == "" { // no leader yet: any most-voted protocol, by name
+		names := make([]string, 0, len(votes))
+		for name := range votes {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if votes[name] > bestVotes {
+				best, bestVotes = name, votes[name]
+			}
+		}
+	}
+	return best
+}
+
+// expirePendingSync removes the members that did not SyncGroup within the
+// rebalance timeout after the join phase, and rebalances without them.
+func (g *group) expirePendingSync(generation int32) {
+	if generation != g.generation || len(g.pendingSync) == 0 {
+		return
+	}
+	if g.state != groupCompletingRebalance && g.state != groupStable {
+		return
+	}
+	var gone []string
+	for id := range g.pendingSync {
+		gone = append(gone, id)
+		g.remove(id)
+	}
+	sort.Strings(gone)
+	g.prepareRebalance("members did not sync in time: " + strings.Join(gone, ", "))
+}
+
+func (g *group) clearPendingSync() {
+	g.pendingSync = nil
+	g.syncTimer.stop()
+}
+
+// remove drops a member or pending member without rebalancing; the
+// leadership passes to the oldest remaining member.
+func (g *group) remove(id string) {
+	if tm, ok := g.pending[id]; ok {
+		tm.stop()
+		delete(g.pending, id)
+	}
+	m := g.members[id]
+	if m == nil {
+		return
+	}
+	m.heartbeat.stop()
+	delete(g.members, id)
+	g.order = slices.DeleteFunc(g.order, func(s string) bool { return s == id })
+	if m.instanceID != nil && g.static[*m.instanceID] == id {
+		delete(g.static, *m.instanceID)
+	}
+	if g.leader == id {
+		g.leader = ""
+		if len(g.order) > 0 {
+			g.leader = g.order[0]
+		}
+	}
+	delete(g.pendingSync, id)
+}
+
+// removeAndRebalance removes a member whose session expired.
+func (g *group) removeAndRebalance(m *member, reason string) {
+	g.evict(m)
+	switch g.state {
+	case groupStable, groupCompletingRebalance:
+		g.maybeRebalance(reason)
+	case groupPreparingRebalance:
+		if g.allJoined() {
+			g.completeJoin()
+		}
+	}
+}
+
+// scheduleHeartbeat (re)arms a member's session expiry.
+func (g *group) scheduleHeartbeat(m *member, d time.Duration) {
+	g.schedule(&m.heartbeat, d, func() {
+		if g.members[m.id] != m {
+			return
+		}
+		// Members parked in a rebalance satisfy their heartbeats, except
+		// new ones whose first join is taking too long.
+		if !m.isNew && (m.awaitingJoin() || m.awaitingSync()) {
+			return
+		}
+		g.gs.log.Info("member session expired", "group", g.name, "member", m.id)
+		g.removeAndRebalance(m, "session timeout of member "+m.id)
+	})
+}
+
+// sync handles SyncGroup: the leader's request carries the assignments and
+// completes the rebalance; followers wait for it.
+func (gs *groups) sync(ctx context.Context, req syncRequest) (syncResult, error) {
+	if req.group == "" {
+		return syncResult{err: kerr.InvalidGroupID}, nil
+	}
+	g := gs.lookup(req.group, false)
+	if g == nil {
+		return syncResult{err: kerr.UnknownMemberID}, nil
+	}
+	res, wait := g.sync(req)
+	g.mu.Unlock()
+	if wait == nil {
+		return res, nil
+	}
+	select {
+	case res := <-wait:
+		return res, nil
+	case <-ctx.Done():
+		return syncResult{}, ctx.Err()
+	}
+}
+
+func (g *group) sync(req syncRequest) (syncResult, chan syncResult) {
+	if g.state == groupEmpty {
+		return syncResult{err: kerr.UnknownMemberID}, nil
+	}
+	if err := g.validateMember(req.memberID, req.instanceID); err != nil {
+		return syncResult{err: err}, nil
+	}
+	if req.generation != g.generation {
+		return syncResult{err: kerr.IllegalGeneration}, nil
+	}
+	if inconsistent(req.protocolType, g.protocolType) || inconsistent(req.protocol, g.protocol) {
+		return syncResult{err: kerr.InconsistentGroupProtocol}, nil
+	}
+	m := g.members[req.memberID]
+	switch g.state {
+	case groupPreparingRebalance:
+		return syncResult{err: kerr.RebalanceInProgress}, nil
+	case groupCompletingRebalance:
+		ch := make(chan syncResult, 1)
+		if m.syncWait != nil {
+			m.syncWait <- syncResult{err: kerr.RebalanceInProgress}
+		}
+		m.syncWait = ch
+		g.syncedBy(m.id)
+		if m.id == g.leader {
+			for _, id := range g.order {
+				g.members[id].assignment = req.assignments[id] // missing: empty
+			}
+			g.transition(groupStable)
+			g.propagateSync(nil)
+			g.gs.log.Info("rebalance complete", "group", g.name, "generation", g.generation, "members", len(g.members))
+		}
+		return syncResult{}, ch
+	default: // Stable: a late or repeated SyncGroup gets the assignment again
+		g.syncedBy(m.id)
+		return syncResult{protocolType: g.protocolTypePtr(), protocol: g.protocolPtr(), assignment: m.assignment}, nil
+	}
+}
+
+func inconsistent(asked *string, have string) bool {
+	return asked != nil && have != "" && *asked != have
+}
+
+func (g *group) syncedBy(id string) {
+	delete(g.pendingSync, id)
+	if len(g.pendingSync) == 0 {
+		g.syncTimer.stop()
+	}
+}
+
+// propagateSync answers every waiting SyncGroup: with its assignment, or
+// with err (and every assignment cleared).
+func (g *group) propagateSync(err *kerr.Error) {
+	for _, id := range g.order {
+		m := g.members[id]
+		if err != nil {
+			m.assignment = nil
+		}
+		if m.syncWait == nil {
+			continue
+		}
+		res := syncResult{err: err}
+		if err == nil {
+			res = syncResult{protocolType: g.protocolTypePtr(), protocol: g.protocolPtr(), assignment: m.assignment}
+		}
+		m.syncWait <- res
+		m.syncWait = nil
+		// A session may have lapsed while it waited; count from now.
+		g.scheduleHeartbeat(m, m.sessionTimeout)
+	}
+}
+
+// heartbeat handles Heartbeat.
+func (gs *groups) heartbeat(group, memberID string, instanceID *string, generation int32) *kerr.Error {
+	if group == "" {
+		return kerr.InvalidGroupID
+	}
+	g := gs.lookup(group, false)
+	if g == nil {
+		return kerr.UnknownMemberID
+	}
+	defer g.mu.Unlock()
+	if err := g.validateMember(memberID, instanceID); err != nil {
+		return err
+	}
+	if generation != g.generation {
+		return kerr.IllegalGeneration
+	}
+	m := g.members[memberID]
+	switch g.state {
+	case groupEmpty:
+		return kerr.UnknownMemberID
+	case groupPreparingRebalance:
+		g.scheduleHeartbeat(m, m.sessionTimeout)
+		return kerr.RebalanceInProgress
+	default:
+		g.scheduleHeartbeat(m, m.sessionTimeout)
+		return nil
+	}
+}
+
+// leaveMember is one member a LeaveGroup names.
+type leaveMember struct {
+	memberID   string
+	instanceID *string
+	reason     string
+}
+
+// leave handles LeaveGroup: a group-level error, else one error (or nil)
+// per member. An instance id without a member id removes that static member
+// (administrative removal).
+func (gs *groups) leave(group string, ms []leaveMember) (*kerr.Error, []*kerr.Error) {
+	if group == "" {
+		return kerr.InvalidGroupID, nil
+	}
+	g := gs.lookup(group, false)
+	if g == nil {
+		return kerr.UnknownMemberID, nil
+	}
+	defer g.mu.Unlock()
+	errs := make([]*kerr.Error, len(ms))
+	left := 0
+	for i, lm := range ms {
+		switch {
+		case lm.memberID == "":
+			id, ok := "", false
+			if lm.instanceID != nil {
+				id, ok = g.static[*lm.instanceID]
+			}
+			if !ok {
+				errs[i] = kerr.UnknownMemberID
+				continue
+			}
+			g.leaveOne(id, lm.reason)
+			left++
+		case g.pending[lm.memberID] != nil:
+			g.remove(lm.memberID)
+			left++
+		default:
+			if err := g.validateMember(lm.memberID, lm.instanceID); err != nil {
+				errs[i] = err
+				continue
+			}
+			g.leaveOne(lm.memberID, lm.reason)
+			left++
+		}
+	}
+	if left > 0 {
+		switch g.state {
+		case groupStable, groupCompletingRebalance:
+			g.maybeRebalance("members left")
+		case groupPreparingRebalance:
+			g.maybeCompleteJoin()
+		}
+	}
+	return nil, errs
+}
+
+func (g *group) leaveOne(id, reason string) {
+	g.gs.log.Info("member left group", "group", g.name, "member", id, "reason", reason)
+	g.evict(g.members[id])
+}
+
+// evict removes a member, answering any request it has parked with
+// UNKNOWN_MEMBER_ID so that, if it is still alive, it joins again.
+func (g *group) evict(m *member) {
+	if m.joinWait != nil {
+		m.joinWait <- joinError(kerr.UnknownMemberID, "")
+		m.joinWait = nil
+	}
+	if m.syncWait != nil {
+		m.syncWait <- syncResult{err: kerr.UnknownMemberID}
+		m.syncWait = nil
+	}
+	g.remove(m.id)
+}
+
+// groupDescription is a DescribeGroups answer for one group.
+type groupDescription struct {
+	state        groupState
+	protocolType string
+	protocol     string // only when Stable
+	members      []memberDescription
+}
+
+type memberDescription struct {
+	memberID, clientID, clientHost string
+	instanceID                     *string
+	metadata, assignment           []byte // only when Stable
+}
+
+// describe returns the group as DescribeGroups shows it; false if unknown.
+func (gs *groups) describe(group string) (groupDescription, bool) {
+	g := gs.lookup(group, false)
+	if g == nil {
+		return groupDescription{state: groupDead}, false
+	}
+	defer g.mu.Unlock()
+	d := groupDescription{state: g.state, protocolType: g.protocolType}
+	stable := g.state == groupStable
+	if stable {
+		d.protocol = g.protocol
+	}
+	for _, id := range g.order {
+		m := g.members[id]
+		md := memberDescription{memberID: id, clientID: m.clientID, clientHost: m.clientHost, instanceID: m.instanceID}
+		if stable {
+			md.metadata, md.assignment = m.metadataFor(g.protocol), m.assignment
+		}
+		d.members = append(d.members, md)
+	}
+	return d, true
+}
+
+// groupListing is one ListGroups entry.
+type groupListing struct {
+	name, protocolType string
+	state              groupState
+}
+
+// list returns every group, sorted by name.
+func (gs *groups) list() []groupListing {
+	gs.mu.Lock()
+	all := make([]*group, 0, len(gs.all))
+	for _, g := range gs.all {
+		all = append(all, g)
+	}
+	gs.mu.Unlock()
+	out := make([]groupListing, 0, len(all))
+	for _, g := range all {
+		g.mu.Lock()
+		if g.state != groupDead {
+			out = append(out, groupListing{name: g.name, protocolType: g.protocolType, state: g.state})
+		}
+		g.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// deleteGroup deletes an Empty group (DeleteGroups): GROUP_ID_NOT_FOUND when
+// unknown, NON_EMPTY_GROUP while it has members. The group is Dead and gone
+// from the coordinator when this returns; its offsets are the caller's.
+func (gs *groups) deleteGroup(group string) *kerr.Error {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.all[group]
+	if g == nil {
+		return kerr.GroupIDNotFound
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch g.state {
+	case groupEmpty:
+	case groupDead:
+		return kerr.GroupIDNotFound
+	default:
+		return kerr.NonEmptyGroup
+	}
+	for _, tm := range g.pending {
+		tm.stop()
+	}
+	g.joinTimer.stop()
+	g.syncTimer.stop()
+	g.transition(groupDead)
+	delete(gs.all, group)
+	return nil
+}
+
+// newMemberID is Kafka's: the client id (or instance id) and a UUID.
+func newMemberID(clientID string, instanceID *string) string {
+	prefix := clientID
+	if instanceID != nil {
+		prefix = *instanceID
+	}
+	var u [16]byte
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// Scenario is one entry of scenarios.json.
+type Scenario struct {
+	Name        string `json:"name"`
+	Partitions  int    `json:"partitions"`
+	Topics      int    `json:"topics"`
+	Unordered   bool   `json:"unordered"`
+	Description string `json:"description"`
+}
+
+// LoadScenarios reads scenarios.json.
+func LoadScenarios(file string) ([]Scenario, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read scenarios: %w", err)
+	}
+	var ss []Scenario
+	if err := json.Unmarshal(b, &ss); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", file, err)
+	}
+	for i := range ss {
+		if ss[i].Topics == 0 {
+			ss[i].Topics = 1
+		}
+		if ss[i].Partitions == 0 {
+			ss[i].Partitions = 1
+		}
+	}
+	return ss, nil
+}
+
+// Matrix is the client list of docs/conformance.md, in table order. A
+// client whose program does not exist yet shows as skipped.
+var Matrix = []string{"java", "java-tools", "kcat", "confluent-kafka", "franz", "sarama", "kafka-python"}
+
+// Broker is one side of the comparison as the gate sees it.
+type Broker struct {
+	Name         string // "reference" or "kafgres"
+	Addr         string // what clients are given
+	CreateTopics func(context.Context, []TopicSpec) error
+}
+
+// Gate is one run of the conformance gate.
+type Gate struct {
+	Repo      string
+	Cache     string // build caches shared between runs (CONFORMANCE_CACHE)
+	LogDir    string // client stderr
+	Clients   []string
+	Scenarios []Scenario
+	Catalogue []Entry
+	Parallel  int
+	Out       io.Writer // the report
+	Log       io.Writer // progress
+}
+
+// Result is the outcome: cells by scenario then client.
+type Result struct {
+	Cells                   map[string]map[string]Cell
+	Passed, Failed, Skipped int
+}
+
+type clientRun struct {
+	name   string
+	prefix string
+	sides  map[string]map[string]*Side // broker -> scenario -> side
+}
+
+func (g *Gate) clientDir(name string) string {
+	return filepath.Join(g.Repo, "tests", "conformance", "clients", name)
+}
+
+func (g *Gate) hasProgram(name string) bool {
+	_, err := os.Stat(filepath.Join(g.clientDir(name), "run"))
+	return err == nil
+}
+
+// Run creates every client's topics on both brokers up front, runs each
+// client once per broker with all scenarios, and compares.
+func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
+	runID := strconv.FormatInt(time.Now().Unix()%1_000_000, 10)
+	var runs []*clientRun
+	var topics []TopicSpec
+	for _, c := range g.Clients {
+		if !g.hasProgram(c) {
+			continue
+		}
+		r := &clientRun{name: c, prefix: "c-" + c + "-" + runID, sides: map[string]map[string]*Side{}}
+		runs = append(runs, r)
+		for _, s := range g.Scenarios {
+			for i := 0; i < s.Topics; i++ {
+				topics = append(topics, TopicSpec{Name: fmt.Sprintf("%s-%s-%d", r.prefix, s.Name, i), Partitions: s.Partitions})
+			}
+		}
+	}
+	start := time.Now()
+	for _, b := range []Broker{ref, kaf} {
+		if err := b.CreateTopics(ctx, topics); err != nil {
+			return nil, fmt.Errorf("create topics on %s: %w", b.Name, err)
+		}
+		if err := WaitTopics(ctx, b.Addr, topics); err != nil {
+			return nil, fmt.Errorf("topics on %s: %w", b.Name, err)
+		}
+	}
+	fmt.Fprintf(g.Log, "created %d topics on both brokers in %.1fs\n", len(topics), time.Since(start).Seconds())
+
+	// Clients run in parallel with each other; one client runs against the
+	// reference, then kafgres, so its build (first run) is never raced.
+	sem := make(chan struct{}, max(g.Parallel, 1))
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			for _, b := range []Broker{ref, kaf} {
+				r.sides[b.Name] = g.runClient(ctx, r, b)
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	norms := map[string]Normalizer{}
+	for _, b := range []Broker{ref, kaf} {
+		info, err := Describe(ctx, b.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("learn %s's cluster and topic ids: %w", b.Name, err)
+		}
+		norms[b.Name] = Normalizer{Addr: b.Addr, ClusterID: info.ClusterID, TopicIDs: info.TopicIDs}
+	}
+
+	res := &Result{Cells: map[string]map[string]Cell{}}
+	byName := map[string]*clientRun{}
+	for _, r := range runs {
+		byName[r.name] = r
+	}
+	for _, s := range g.Scenarios {
+		res.Cells[s.Name] = map[string]Cell{}
+		for _, c := range g.Clients {
+			r := byName[c]
+			var cell Cell
+			if r == nil {
+				cell = Cell{Status: Skipped, Note: "no client program yet (tests/conformance/clients/" + c + "/run)"}
+			} else {
+				rs := normalize(r.sides[ref.Name][s.Name], norms[ref.Name])
+				ks := normalize(r.sides[kaf.Name][s.Name], norms[kaf.Name])
+				var entries []Entry
+				for _, e := range g.Catalogue {
+					if e.Applies(s.Name, c) {
+						entries = append(entries, e)
+					}
+				}
+				cell = Compare(s, rs, ks, entries)
+			}
+			res.Cells[s.Name][c] = cell
+			switch {
+			case cell.Status == Skipped:
+				res.Skipped++
+			case cell.Status.Passed():
+				res.Passed++
+			default:
+				res.Failed++
+			}
+		}
+	}
+	return res, nil
+}
+
+// ExitCode is the gate's verdict: 1 on any failed cell.
+func (r *Result) ExitCode() int {
+	if r.Failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func normalize(s *Side, n Normalizer) *Side {
+	if s == nil {
+		return nil
+	}
+	out := *s
+	out.Obs = nil
+	for _, o := range s.Obs {
+		out.Obs = append(out.Obs, n.Apply(o))
+	}
+	return &out
+}
+
+// runClient runs one client program against one broker with every
+// scenario and splits its output per scenario.
+func (g *Gate) runClient(ctx context.Context, r *clientRun, b Broker) map[string]*Side {
+	names := make([]string, len(g.Scenarios))
+	for i, s := range g.Scenarios {
+		names[i] = s.Name
+	}
+	// 30 s per scenario (PROTOCOL.md) plus a first build
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(names))*30*time.Second+5*time.Minute)
+	defer cancel()
+	cmd := exec.Command("bash", filepath.Join(g.clientDir(r.name), "run"),
+		"--bootstrap", b.Addr, "--prefix", r.prefix, "--scenarios", strings.Join(names, ","))
+	cmd.Dir = g.clientDir(r.name)
+	cmd.Env = append(os.Environ(), "CONFORMANCE_CACHE="+g.Cache)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so a timeout ends its children too
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	logName := filepath.Join(g.LogDir, r.name+"-"+b.Name+".stderr")
+	if f, err := os.Create(logName); err == nil {
+		defer f.Close()
+		cmd.Stderr = f
+	}
+	start := time.Now()
+	err := cmd.Start()
+	if err == nil {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			err = fmt.Errorf("timed out after %v", time.Since(start).Round(time.Second))
+		}
+	}
+	fmt.Fprintf(g.Log, "%-16s %-9s %5.1fs %s\n", r.name, b.Name, time.Since(start).Seconds(), exitText(err))
+	os.WriteFile(filepath.Join(g.LogDir, r.name+"-"+b.Name+".stdout"), stdout.Bytes(), 0o644)
+
+	sides, problems := parseOutput(stdout.Bytes(), names)
+	for _, p := range problems {
+		fmt.Fprintf(g.Log, "%s against %s: %s\n", r.name, b.Name, p)
+	}
+	if err != nil {
+		// A client that failed did not finish its last scenario with
+		// output, nor any after it (PROTOCOL.md).
+		last := -1
+		for i, n := range names {
+			if sides[n] != nil {
+				last = i
+			}
+		}
+		for i := max(last, 0); i < len(names); i++ {
+			if sides[names[i]] == nil {
+				sides[names[i]] = &Side{}
+			}
+			sides[names[i]].Problem = fmt.Sprintf("client %s (stderr: %s)", exitText(err), logName)
+		}
+	}
+	return sides
+}
+
+func exitText(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &ee):
+		return "exited with " + ee.ProcessState.String()
+	}
+	return err.Error()
+}
+
+// Report prints the scenario × client table, the details of every cell
+// that is not identical, and the summary line.
+func (g *Gate) Report(res *Result) {
+	w := tabwriter.NewWriter(g.Out, 0, 0, 2, ' ', 0)
+	fmt.Fprint(w, "scenario")
+	for _, c := range g.Clients {
+		fmt.Fprint(w, "\t"+c)
+	}
+	fmt.Fprintln(w)
+	for _, s := range g.Scenarios {
+		fmt.Fprint(w, s.Name)
+		for _, c := range g.Clients {
+			fmt.Fprint(w, "\t"+string(res.Cells[s.Name][c].Status))
+		}
+		fmt.Fprintln(w)
+	}
+	w.Flush()
+
+	// cells that failed or were skipped for the same reason are listed
+	// once, with their scenarios
+	type group struct {
+		head      string
+		scenarios []string
+	}
+	var details []string
+	var skips []*group
+	grouped := map[string]*group{}
+	add := func(list *[]*group, head, scenario string) {
+		if g := grouped[head]; g != nil {
+			g.scenarios = append(g.scenarios, scenario)
+			return
+		}
+		g := &group{head: head, scenarios: []string{scenario}}
+		grouped[head] = g
+		*list = append(*list, g)
+	}
+	var failures []*group
+	for _, s := range g.Scenarios {
+		for _, c := range g.Clients {
+			cell := res.Cells[s.Name][c]
+			head := fmt.Sprintf("  %s × %s: %s", s.Name, c, cell.Status)
+			switch cell.Status {
+			case Different:
+				d := head
+				if cell.Note != "" {
+					d += " (" + cell.Note + ")"
+				}
+				d += "\n      (- reference only, + kafgres only)\n" + diffText(cell.Ref, cell.Kaf, 40)
+				details = append(details, d)
+			case Catalogued:
+				details = append(details, head+" by "+strings.Join(cell.Entries, ", ")+"\n")
+			case Failed:
+				add(&failures, "  "+c+": error: "+cell.Note, s.Name)
+			case Skipped:
+				add(&skips, "  "+c+": "+cell.Note, s.Name)
+			}
+		}
+	}
+	show := func(title string, list []*group) {
+		if len(list) == 0 {
+			return
+		}
+		fmt.Fprintln(g.Out, "\n"+title)
+		for _, gr := range list {
+			fmt.Fprintf(g.Out, "%s\n      (%s)\n", gr.head, strings.Join(gr.scenarios, ", "))
+		}
+	}
+	if len(details) > 0 {
+		fmt.Fprintln(g.Out, "\nnot identical:")
+		for _, d := range details {
+			fmt.Fprint(g.Out, d)
+		}
+	}
+	show("client errors:", failures)
+	show("skipped:", skips)
+	fmt.Fprintf(g.Out, "\n%d passed, %d failed, %d skipped\n", res.Passed, res.Failed, res.Skipped)
+}

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The reference broker: Apache Kafka 4.4.0 from Maven Central (the pom in
+// tests/reference), KRaft, one node that is broker and controller. Maven's
+// ~/.m2 is the artifact cache; the resolved classpath is cached in the cache
+// dir so a warm start needs no Maven at all.
+
+// Reference is a running (or stopped) reference broker and where it lives.
+type Reference struct {
+	Dir            string `json:"dir"`
+	Port           int    `json:"port"`
+	ControllerPort int    `json:"controller_port"`
+	PID            int    `json:"pid"`
+
+	done chan struct{} // closed when the process we started exits
+}
+
+// Addr is the bootstrap address clients use.
+func (r *Reference) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port)) }
+
+// Classpath returns the reference classpath, resolving it with Maven when
+// it is missing or older than the pom.
+func Classpath(repo, cache string) (string, error) {
+	pom := filepath.Join(repo, "tests", "reference", "pom.xml")
+	file := filepath.Join(cache, "reference-classpath.txt")
+	if fresh(file, pom) {
+		b, err := os.ReadFile(file)
+		return strings.TrimSpace(string(b)), err
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	// written aside and renamed, as the Java client's run script does: both
+	// may resolve it at the same time
+	tmp := fmt.Sprintf("%s.tmp.%d", file, os.Getpid())
+	cmd := exec.Command("mvn", "-q", "-f", pom, "dependency:build-classpath", "-Dmdep.outputFile="+tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("resolve the reference classpath with Maven: %w\n%s", err, out)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(file)
+	return strings.TrimSpace(string(b)), err
+}
+
+// fresh reports whether file exists, is not empty and is newer than src.
+func fresh(file, src string) bool {
+	f, err := os.Stat(file)
+	if err != nil || f.Size() == 0 {
+		return false
+	}
+	s, err := os.Stat(src)
+	return err == nil && f.ModTime().After(s.ModTime())
+}
+
+// StartReference formats a fresh single-node KRaft log under dir and starts
+// the broker on free ports, waiting until it accepts connections.
+func StartReference(ctx context.Context, repo, cache, dir string) (*Reference, error) {
+	cp, err := Classpath(repo, cache)
+	if err != nil {
+		return nil, err
+	}
+	// a broker left over from an earlier run in this dir would hold its files
+	if old, err := loadState[Reference](dir); err == nil {
+		old.Stop()
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("clear %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return nil, err
+	}
+	r := &Reference{Dir: dir}
+	if r.Port, err = freePort(); err != nil {
+		return nil, err
+	}
+	if r.ControllerPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	props := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(props, []byte(r.serverProperties()), 0o644); err != nil {
+		return nil, err
+	}
+	logConf := filepath.Join(dir, "log4j2.properties")
+	if err := os.WriteFile(logConf, []byte(brokerLog4j), 0o644); err != nil {
+		return nil, err
+	}
+
+	format := exec.CommandContext(ctx, "java", "-cp", cp, "-Dlog4j2.configurationFile="+logConf,
+		"kafka.tools.StorageTool", "format", "-t", newClusterID(), "-c", props)
+	if out, err := format.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("format the reference broker's storage: %w\n%s", err, out)
+	}
+
+	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	// not CommandContext: the broker outlives this call (and, for
+	// `runner reference start`, this process)
+	cmd := exec.Command("java", "-Xmx512m", "-Dlog4j2.configurationFile="+logConf, "-cp", cp, "kafka.Kafka", props)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the reference broker: %w", err)
+	}
+	r.PID = cmd.Process.Pid
+	r.done = make(chan struct{})
+	go func() { cmd.Wait(); close(r.done) }()
+	if err := saveState(dir, r); err != nil {
+		r.Stop()
+		return nil, err
+	}
+
+	deadline := time.Now().Add(90 * time.Second)
+	for !portOpen(r.Addr()) {
+		select {
+		case <-r.done:
+			return nil, fmt.Errorf("the reference broker exited during startup; see %s", logf.Name())
+		case <-ctx.Done():
+			r.Stop()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			r.Stop()
+			return nil, fmt.Errorf("the reference broker did not open %s within 90 s; see %s", r.Addr(), logf.Name())
+		}
+	}
+	return r, nil
+}
+
+func (r *Reference) serverProperties() string {
+	return fmt.Sprintf(`# written by the conformance runner
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:%[2]d
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d
+advertised.listeners=PLAINTEXT://127.0.0.1:%[1]d
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=%[3]s
+num.partitions=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+`, r.Port, r.ControllerPort, filepath.Join(r.Dir, "data"))
+}
+
+const brokerLog4j = `# reference broker logging: INFO to stdout (server.log)
+appender.out.type = Console
+appender.out.name = STDOUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = STDOUT
+`
+
+// newClusterID makes a Kafka cluster id: 16 random bytes, URL-safe base64
+// without padding. Kafka never hands out ids starting with '-' (they would
+// read as options on a command line), so neither do we.
+func newClusterID() string {
+	for {
+		var b [16]byte
+		rand.Read(b[:])
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
+	}
+}
+
+// Stop terminates the broker (SIGTERM, then SIGKILL after 20 s) and waits.
+func (r *Reference) Stop() error {
+	if r.PID <= 0 {
+		return nil
+	}
+	defer os.Remove(filepath.Join(r.Dir, stateFile))
+	// a pid from a state file may have been reused since: only signal it if
+	// it still is a Kafka broker
+	if r.done == nil {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", r.PID))
+		if err != nil || !strings.Contains(string(cmdline), "kafka.Kafka") {
+			return nil
+		}
+	}
+	if err := syscall.Kill(r.PID, syscall.SIGTERM); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		return fmt.Errorf("stop reference broker %d: %w", r.PID, err)
+	}
+	if r.waitExit(20 * time.Second) {
+		return nil
+	}
+	syscall.Kill(r.PID, syscall.SIGKILL)
+	r.waitExit(10 * time.Second)
+	return nil
+}
+
+// waitExit waits for the broker to exit: through Wait when we started it
+// (it is our child), by probing the pid when an earlier process did.
+func (r *Reference) waitExit(d time.Duration) bool {
+	if r.done != nil {
+		select {
+		case <-r.done:
+			return true
+		case <-time.After(d):
+			return false
+		}
+	}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(r.PID, 0) != nil {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+// The state file lets `runner reference stop` (another process) find what
+// `runner reference start` started.
+const stateFile = "state.json"
+
+func saveState(dir string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, stateFile), b, 0o644)
+}
+
+func loadState[T any](dir string) (*T, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	v := new(T)
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, stateFile), err)
+	}
+	return v, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func portOpen(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
