@@ -62,7 +62,7 @@ func handleJoinGroup(ctx context.Context, b *Broker, cc *conn, req *kmsg.JoinGro
 		return nil, err // the connection or the broker is closing
 	}
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	resp.ErrorCode = errorCode(res.err)
+	resp.ErrorCode = codeOf(res.err)
 	resp.Generation = res.generation
 	resp.MemberID = res.memberID
 	resp.LeaderID = res.leader

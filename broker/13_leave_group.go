@@ -35,7 +35,7 @@ func handleLeaveGroup(_ context.Context, b *Broker, _ *conn, req *kmsg.LeaveGrou
 		ms = append(ms, lm)
 	}
 	top, errs := b.groups.leave(req.Group, ms)
-	resp.ErrorCode = errorCode(top)
+	resp.ErrorCode = codeOf(top)
 	if req.Version < 3 {
 		if top == nil && errs[0] != nil {
 			resp.ErrorCode = errs[0].Code
@@ -48,7 +48,7 @@ func handleLeaveGroup(_ context.Context, b *Broker, _ *conn, req *kmsg.LeaveGrou
 	for i, m := range req.Members {
 		rm := kmsg.NewLeaveGroupResponseMember()
 		rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
-		rm.ErrorCode = errorCode(errs[i])
+		rm.ErrorCode = codeOf(errs[i])
 		resp.Members = append(resp.Members, rm)
 	}
 	return resp, nil

@@ -45,7 +45,7 @@ func handleSyncGroup(ctx context.Context, b *Broker, _ *conn, req *kmsg.SyncGrou
 		return nil, err // the connection or the broker is closing
 	}
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	resp.ErrorCode = errorCode(res.err)
+	resp.ErrorCode = codeOf(res.err)
 	resp.MemberAssignment = res.assignment
 	if resp.MemberAssignment == nil {
 		resp.MemberAssignment = []byte{}

@@ -1199,6 +1199,15 @@ func (gs *groups) deleteGroup(group string) *kerr.Error {
 	return nil
 }
 
+// codeOf is err's Kafka code, 0 for nil. (errorCode would see a nil
+// *kerr.Error as a non-nil error.)
+func codeOf(err *kerr.Error) int16 {
+	if err == nil {
+		return 0
+	}
+	return err.Code
+}
+
 // newMemberID is Kafka's: the client id (or instance id) and a UUID.
 func newMemberID(clientID string, instanceID *string) string {
 	prefix := clientID

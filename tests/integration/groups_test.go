@@ -267,13 +267,23 @@ func TestKcatBalancedConsumer(t *testing.T) {
 // raw sends one request through cl, failing the test on transport errors.
 func raw[R kmsg.Response](t *testing.T, cl *kgo.Client, req kmsg.Request) R {
 	t.Helper()
+	resp, err := rawAsync[R](cl, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// rawAsync is raw for goroutines, which must not call t.Fatal.
+func rawAsync[R kmsg.Response](cl *kgo.Client, req kmsg.Request) (R, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupWait)
 	defer cancel()
 	resp, err := cl.Request(ctx, req)
 	if err != nil {
-		t.Fatalf("%T: %v", req, err)
+		var zero R
+		return zero, fmt.Errorf("%T: %w", req, err)
 	}
-	return resp.(R)
+	return resp.(R), nil
 }
 
 func newMemberClient(t *testing.T, addr string) *kgo.Client {
@@ -330,21 +340,40 @@ func TestStaticMembership(t *testing.T) {
 	}
 
 	var j1, j2 *kmsg.JoinGroupResponse
+	var err1, err2 error
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); j1 = raw[*kmsg.JoinGroupResponse](t, cl1, joinReq(group, "", &i1, 10000)) }()
+	go func() {
+		defer wg.Done()
+		j1, err1 = rawAsync[*kmsg.JoinGroupResponse](cl1, joinReq(group, "", &i1, 10000))
+	}()
 	time.Sleep(200 * time.Millisecond) // instance-1 joins first and leads
-	go func() { defer wg.Done(); j2 = raw[*kmsg.JoinGroupResponse](t, cl2, joinReq(group, "", &i2, 10000)) }()
+	go func() {
+		defer wg.Done()
+		j2, err2 = rawAsync[*kmsg.JoinGroupResponse](cl2, joinReq(group, "", &i2, 10000))
+	}()
 	wg.Wait()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
 	if j1.ErrorCode != 0 || j2.ErrorCode != 0 || j1.Generation != 1 || j2.Generation != 1 || j1.LeaderID != j1.MemberID || len(j1.Members) != 2 {
 		t.Fatalf("join: %+v / %+v", j1, j2)
 	}
 	assign := map[string]string{j1.MemberID: "A", j2.MemberID: "B"}
 	var s1, s2 *kmsg.SyncGroupResponse
 	wg.Add(2)
-	go func() { defer wg.Done(); s2 = raw[*kmsg.SyncGroupResponse](t, cl2, syncReq(group, j2.MemberID, &i2, 1, nil)) }()
-	go func() { defer wg.Done(); s1 = raw[*kmsg.SyncGroupResponse](t, cl1, syncReq(group, j1.MemberID, &i1, 1, assign)) }()
+	go func() {
+		defer wg.Done()
+		s2, err2 = rawAsync[*kmsg.SyncGroupResponse](cl2, syncReq(group, j2.MemberID, &i2, 1, nil))
+	}()
+	go func() {
+		defer wg.Done()
+		s1, err1 = rawAsync[*kmsg.SyncGroupResponse](cl1, syncReq(group, j1.MemberID, &i1, 1, assign))
+	}()
 	wg.Wait()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
 	if string(s1.MemberAssignment) != "A" || string(s2.MemberAssignment) != "B" {
 		t.Fatalf("sync: %q %q", s1.MemberAssignment, s2.MemberAssignment)
 	}

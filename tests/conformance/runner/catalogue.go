@@ -18,6 +18,8 @@ import (
 //	replace-field:KEY=VALUE set KEY (where present) to the string VALUE
 //	drop-line:KEY=VALUE     drop observations whose KEY prints as VALUE
 //	sort-lines              compare the scenario's lines as a set
+//	subset-of-kafgres:KEY   drop reference observations whose KEY kafgres does
+//	                        not print at all (the rest must still match)
 //	expect-different        a remaining difference is tolerated ("catalogued")
 //
 // Rules apply to both brokers' output alike.
@@ -33,7 +35,7 @@ type Entry struct {
 
 // Rule is one normalization step.
 type Rule struct {
-	Kind  string // drop-field, replace-field, drop-line, sort-lines, expect-different
+	Kind  string // drop-field, replace-field, drop-line, sort-lines, subset-of-kafgres, expect-different
 	Key   string
 	Value string
 }
@@ -136,7 +138,7 @@ func parseRules(s string) ([]Rule, error) {
 			if arg != "" {
 				return nil, fmt.Errorf("rule %q takes no argument", r)
 			}
-		case "drop-field":
+		case "drop-field", "subset-of-kafgres":
 			if arg == "" {
 				return nil, fmt.Errorf("rule %q needs a key", r)
 			}

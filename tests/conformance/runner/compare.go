@@ -274,6 +274,7 @@ func Compare(sc Scenario, ref, kaf *Side, entries []Entry) Cell {
 	}
 	r, set1 := applyRules(clone(ref.Obs), rules)
 	k, _ := applyRules(clone(kaf.Obs), rules)
+	r = subsetOfKafgres(r, k, rules)
 	rl, kl := lines(r, sc.Unordered || set1), lines(k, sc.Unordered || set1)
 	if equal(rl, kl) || tolerate {
 		c.Status = Catalogued
@@ -282,6 +283,32 @@ func Compare(sc Scenario, ref, kaf *Side, entries []Entry) Cell {
 	c.Status, c.Entries, c.Ref, c.Kaf = Different, nil, rl, kl
 	c.Note = "still different after catalogue rules"
 	return c
+}
+
+// subsetOfKafgres keeps only the reference observations whose KEY value
+// kafgres also printed: "compare what kafgres claims, and claim nothing
+// Kafka does not" — e.g. every API kafgres advertises must have Kafka's
+// version range, while APIs it does not serve yet are not compared.
+func subsetOfKafgres(ref, kaf []map[string]any, rules []Rule) []map[string]any {
+	for _, rule := range rules {
+		if rule.Kind != "subset-of-kafgres" {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, o := range kaf {
+			if v, ok := o[rule.Key]; ok {
+				seen[printed(v)] = true
+			}
+		}
+		var kept []map[string]any
+		for _, o := range ref {
+			if v, ok := o[rule.Key]; !ok || seen[printed(v)] {
+				kept = append(kept, o)
+			}
+		}
+		ref = kept
+	}
+	return ref
 }
 
 func problem(broker string, s *Side) string {

@@ -72,3 +72,30 @@ func TestNormalizer(t *testing.T) {
 		}
 	}
 }
+
+// subset-of-kafgres compares only what kafgres advertises, and still fails
+// a range that differs or a key Kafka does not have.
+func TestSubsetOfKafgres(t *testing.T) {
+	sc := Scenario{Name: "api-versions"}
+	rules, err := parseRules("subset-of-kafgres:api_key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := []Entry{{ID: "served", Rules: rules}}
+	api := func(k, lo, hi int) map[string]any { return map[string]any{"api_key": k, "min": lo, "max": hi} }
+	ref := func() *Side { return &Side{Obs: []map[string]any{api(0, 0, 13), api(1, 4, 18), api(8, 2, 10)}} }
+	cases := []struct {
+		name string
+		kaf  *Side
+		want Status
+	}{
+		{"subset with Kafka's ranges", &Side{Obs: []map[string]any{api(0, 0, 13), api(1, 4, 18)}}, Catalogued},
+		{"a range that differs", &Side{Obs: []map[string]any{api(0, 0, 12), api(1, 4, 18)}}, Different},
+		{"a key Kafka lacks", &Side{Obs: []map[string]any{api(0, 0, 13), api(99, 0, 0)}}, Different},
+	}
+	for _, c := range cases {
+		if got := Compare(sc, ref(), c.kaf, entries).Status; got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

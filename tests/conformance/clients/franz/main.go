@@ -263,6 +263,7 @@ func int32s(v []int32) []int32 {
 }
 
 var scenarios = map[string]func(context.Context, *runner) error{
+	"api-versions":               apiVersions,
 	"metadata-topic":             metadataTopic,
 	"produce-consume-none":       produceConsume(kgo.NoCompression()),
 	"produce-consume-gzip":       produceConsume(kgo.GzipCompression()),
@@ -283,6 +284,28 @@ var scenarios = map[string]func(context.Context, *runner) error{
 	"auto-create":                autoCreate,
 	"offset-out-of-range":        offsetOutOfRange,
 	"empty-topic":                emptyTopic,
+}
+
+// apiVersions prints the broker's advertised API ranges.
+func apiVersions(ctx context.Context, r *runner) error {
+	cl, err := r.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if resp.ErrorCode != 0 {
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	keys := resp.ApiKeys
+	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
+	for _, k := range keys {
+		r.emit(map[string]any{"api_key": k.ApiKey, "min": k.MinVersion, "max": k.MaxVersion})
+	}
+	return nil
 }
 
 func metadataTopic(ctx context.Context, r *runner) error {

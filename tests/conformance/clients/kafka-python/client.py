@@ -367,7 +367,22 @@ def s_empty_topic(ctx):
         c.close(autocommit=False)
 
 
+def s_api_versions(ctx):
+    # KafkaClient learns the broker's ranges from ApiVersions when it connects.
+    from kafka import KafkaClient
+    client = KafkaClient(bootstrap_servers=ctx.bootstrap, request_timeout_ms=10000)
+    try:
+        client.check_version(timeout=10)
+        versions = client.get_api_versions()
+        for key in sorted(versions):
+            lo, hi = versions[key]
+            ctx.emit({"api_key": key, "min": lo, "max": hi})
+    finally:
+        client.close()
+
+
 SCENARIOS = {
+    "api-versions": s_api_versions,
     "metadata-topic": s_metadata_topic,
     "produce-consume-none": produce_consume(None),
     "produce-consume-gzip": produce_consume("gzip"),
