@@ -37,6 +37,8 @@ func servedAPIs() apiTable {
 		{key: 1, min: 4, max: 18, handle: serve(handleFetch)},
 		{key: 2, min: 1, max: 11, handle: serve(handleListOffsets)},
 		{key: 3, min: 0, max: 13, handle: serve(handleMetadata)},
+		{key: 8, min: 2, max: 10, handle: serve(handleOffsetCommit)},
+		{key: 9, min: 1, max: 10, handle: serve(handleOffsetFetch)},
 		{key: 10, min: 0, max: 6, handle: serve(handleFindCoordinator)},
 		{key: 11, min: 0, max: 9, handle: serve(handleJoinGroup)},
 		{key: 12, min: 0, max: 4, handle: serve(handleHeartbeat)},
@@ -47,6 +49,7 @@ func servedAPIs() apiTable {
 		{key: 18, min: 0, max: 5, handle: serve(handleApiVersions)},
 		{key: 22, min: 0, max: 5, handle: serve(handleInitProducerID)},
 		{key: 42, min: 0, max: 3, handle: serve(handleDeleteGroups)},
+		{key: 47, min: 0, max: 0, handle: serve(handleOffsetDelete)},
 	})
 }
 

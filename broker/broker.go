@@ -75,6 +75,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		pool.Close()
 		return nil, err
 	}
+	// Groups live in memory, but a group with committed offsets exists for
+	// Kafka tools across restarts (Empty until its members rejoin).
+	groups, err := b.offsets.groups(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	for _, g := range groups {
+		b.groups.ensure(g)
+	}
 	return b, nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // newMemberJoinTimeout bounds how long a new member's parked JoinGroup may
@@ -271,6 +272,31 @@ func (gs *groups) exists(group string) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	return gs.all[group] != nil
+}
+
+// subscribed reports whether a live consumer-protocol member of group
+// subscribes to topic (OffsetDelete refuses to delete such offsets).
+func (gs *groups) subscribed(group, topic string) bool {
+	g := gs.lookup(group, false)
+	if g == nil {
+		return false
+	}
+	defer g.mu.Unlock()
+	if g.protocolType != "consumer" || g.state == groupEmpty || g.state == groupDead {
+		return false
+	}
+	for _, m := range g.members {
+		var md kmsg.ConsumerMemberMetadata
+		if err := md.ReadFrom(m.metadataFor(g.protocol)); err != nil {
+			continue
+		}
+		for _, t := range md.Topics {
+			if t == topic {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ensure creates group in the Empty state if it does not exist, for groups

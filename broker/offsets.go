@@ -43,7 +43,26 @@ DELETE FROM kafgres.consumer_offset o
 USING unnest($2::bigint[], $3::int[]) AS u(topic_id, part)
 WHERE o.group_id = $1 AND o.topic_id = u.topic_id AND o.partition = u.part`
 	sqlGroupHasOffsets = `SELECT EXISTS (SELECT 1 FROM kafgres.consumer_offset WHERE group_id = $1)`
+	sqlOffsetGroups    = `SELECT DISTINCT group_id FROM kafgres.consumer_offset`
 )
+
+// groups lists every group with committed offsets.
+func (s *offsetStore) groups(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, sqlOffsetGroups)
+	if err != nil {
+		return nil, fmt.Errorf("list groups with offsets: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, fmt.Errorf("scan group: %w", err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
 
 func (s *offsetStore) commit(ctx context.Context, group string, offs []committedOffset) error {
 	if len(offs) == 0 {

@@ -37,6 +37,7 @@ char	   *kafgres_role = NULL;
 char	   *kafgres_broker_path = NULL;
 bool		kafgres_auto_create_topics = true;
 int			kafgres_default_partitions = 1;
+int			kafgres_group_initial_rebalance_delay = 3000;
 bool		kafgres_fsync = true;
 int			kafgres_max_message_bytes = 1048588;
 
@@ -128,6 +129,14 @@ _PG_init(void)
 							&kafgres_default_partitions,
 							1, 1, 10000,
 							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.group_initial_rebalance_delay",
+							"How long a new consumer group waits for more members before its first rebalance.",
+							"Kafka's group.initial.rebalance.delay.ms.",
+							&kafgres_group_initial_rebalance_delay,
+							3000, 0, 300000,
+							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("kafgres.fsync",

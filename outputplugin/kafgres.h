@@ -23,6 +23,7 @@ extern char *kafgres_role;
 extern char *kafgres_broker_path;
 extern bool kafgres_auto_create_topics;
 extern int	kafgres_default_partitions;
+extern int	kafgres_group_initial_rebalance_delay;
 extern bool kafgres_fsync;
 extern int	kafgres_max_message_bytes;
 

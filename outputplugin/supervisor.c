@@ -334,6 +334,8 @@ build_broker_command(void)
 								  kafgres_auto_create_topics ? "true" : "false"));
 	args = lappend(args, psprintf("--default-partitions=%d",
 								  kafgres_default_partitions));
+	args = lappend(args, psprintf("--group-initial-rebalance-delay=%dms",
+								  kafgres_group_initial_rebalance_delay));
 	args = lappend(args, psprintf("--fsync=%s", kafgres_fsync ? "true" : "false"));
 	args = lappend(args, psprintf("--liveness-fd=%d", LIVENESS_FD));
 

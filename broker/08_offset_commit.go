@@ -1,0 +1,90 @@
+package broker
+
+// OffsetCommit: v2-10
+//
+// Behavior:
+//   - commits are written to kafgres.consumer_offset synchronously, all
+//     partitions of a request in one statement, before the response
+//   - classic-group rules through the group coordinator: a "simple" commit
+//     (generation -1, no member id) is accepted for an empty or unknown
+//     group; otherwise UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+//     ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS as Kafka answers
+//   - an unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (v10 by id:
+//     UNKNOWN_TOPIC_ID); metadata over 4096 bytes (offset.metadata.max.bytes):
+//     OFFSET_METADATA_TOO_LARGE; an empty group id: INVALID_GROUP_ID
+//
+// Version notes:
+//   - v2-v4: retention time (ignored: offsets are kept until deleted, as
+//     Kafka 4 does for groups); v6: leader epoch; v7: group instance id;
+//     v8: flexible; v9: member epoch in the generation field; v10: topic ids
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const maxOffsetMetadata = 4096 // offset.metadata.max.bytes
+
+func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	var groupErr error
+	switch {
+	case req.Group == "":
+		groupErr = kerr.InvalidGroupID
+	default:
+		groupErr = b.groups.commitAllowed(req.Group, req.MemberID, req.InstanceID, req.Generation)
+		if groupErr == kerr.GroupIDNotFound && req.Version < 9 {
+			groupErr = kerr.IllegalGeneration // GROUP_ID_NOT_FOUND is v9+
+		}
+	}
+
+	type slot struct{ topic, part int }
+	var (
+		offs  []committedOffset
+		slots []slot
+	)
+	for ti, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var t *topic
+		if req.Version >= 10 {
+			t = b.catalog.lookupID(ctx, rt.TopicID)
+		} else {
+			t = b.catalog.lookup(ctx, rt.Topic)
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			var err error
+			switch {
+			case groupErr != nil:
+				err = groupErr
+			case t == nil && req.Version >= 10:
+				err = kerr.UnknownTopicID
+			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
+				err = kerr.UnknownTopicOrPartition
+			case rp.Metadata != nil && len(*rp.Metadata) > maxOffsetMetadata:
+				err = kerr.OffsetMetadataTooLarge
+			default:
+				epoch := int32(-1)
+				if req.Version >= 6 {
+					epoch = rp.LeaderEpoch
+				}
+				offs = append(offs, committedOffset{topicID: t.id, partition: rp.Partition, offset: rp.Offset, leaderEpoch: epoch, metadata: rp.Metadata})
+				slots = append(slots, slot{ti, len(st.Partitions)})
+			}
+			sp.ErrorCode = errorCode(err)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if err := b.offsets.commit(ctx, req.Group, offs); err != nil {
+		b.log.Error("commit offsets", "group", req.Group, "err", err)
+		for _, s := range slots {
+			resp.Topics[s.topic].Partitions[s.part].ErrorCode = kerr.CoordinatorNotAvailable.Code // retriable
+		}
+	}
+	return resp, nil
+}

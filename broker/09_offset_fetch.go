@@ -1,0 +1,143 @@
+package broker
+
+// OffsetFetch: v1-10
+//
+// Behavior:
+//   - committed offsets come from kafgres.consumer_offset
+//   - a partition without a commit (or of an unknown topic) gets offset -1,
+//     leader epoch -1, empty metadata and no error, as Kafka answers; no
+//     topics requested (null, v2+) returns every partition the group has
+//     committed
+//   - v8+: several groups in one request, each answered on its own
+//   - require_stable (v7+) needs nothing: no transactional commits exist
+//
+// Version notes:
+//   - v2: top-level error code, null topics; v5: leader epoch; v6: flexible;
+//     v7: require stable; v8: groups array; v9: member id/epoch (KIP-848,
+//     not checked for classic groups); v10: topic ids (UNKNOWN_TOPIC_ID)
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fetchedTopic is one topic of an OffsetFetch answer, version-neutral.
+type fetchedTopic struct {
+	name  string
+	id    [16]byte
+	parts []kmsg.OffsetFetchResponseGroupTopicPartition
+}
+
+func handleOffsetFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version < 8 {
+		var req8 []kmsg.OffsetFetchRequestGroupTopic
+		for _, rt := range req.Topics {
+			req8 = append(req8, kmsg.OffsetFetchRequestGroupTopic{Topic: rt.Topic, Partitions: rt.Partitions})
+		}
+		if req.Topics == nil {
+			req8 = nil
+		}
+		topics, err := b.fetchGroupOffsets(ctx, req.Group, req8, false)
+		resp.ErrorCode = errorCode(err)
+		for _, ft := range topics {
+			st := kmsg.NewOffsetFetchResponseTopic()
+			st.Topic = ft.name
+			for _, p := range ft.parts {
+				sp := kmsg.NewOffsetFetchResponseTopicPartition()
+				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata, sp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+				if err != nil && req.Version < 2 {
+					sp.ErrorCode = resp.ErrorCode // v0-1 have no top-level error
+				}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	}
+	for _, rg := range req.Groups {
+		sg := kmsg.NewOffsetFetchResponseGroup()
+		sg.Group = rg.Group
+		topics, err := b.fetchGroupOffsets(ctx, rg.Group, rg.Topics, req.Version >= 10)
+		sg.ErrorCode = errorCode(err)
+		for _, ft := range topics {
+			st := kmsg.NewOffsetFetchResponseGroupTopic()
+			st.Topic, st.TopicID, st.Partitions = ft.name, ft.id, ft.parts
+			sg.Topics = append(sg.Topics, st)
+		}
+		resp.Groups = append(resp.Groups, sg)
+	}
+	return resp, nil
+}
+
+// fetchGroupOffsets answers one group: the requested partitions, or (nil
+// topics) everything the group committed.
+func (b *Broker) fetchGroupOffsets(ctx context.Context, group string, topics []kmsg.OffsetFetchRequestGroupTopic, byID bool) ([]fetchedTopic, error) {
+	committed, err := b.offsets.fetch(ctx, group)
+	if err != nil {
+		b.log.Error("fetch offsets", "group", group, "err", err)
+		return nil, kerr.CoordinatorNotAvailable
+	}
+	partition := func(t *topic, p int32) kmsg.OffsetFetchResponseGroupTopicPartition {
+		sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+		sp.Partition, sp.Offset, sp.LeaderEpoch = p, -1, -1
+		empty := ""
+		sp.Metadata = &empty
+		if t == nil {
+			return sp
+		}
+		if o, ok := committed[topicPart{t.id, p}]; ok {
+			sp.Offset, sp.LeaderEpoch = o.offset, o.leaderEpoch
+			if o.metadata != nil {
+				sp.Metadata = o.metadata
+			}
+		}
+		return sp
+	}
+
+	var out []fetchedTopic
+	if topics == nil {
+		byInternal := map[int64]*topic{}
+		for _, t := range b.catalog.topics() {
+			byInternal[t.id] = t
+		}
+		grouped := map[int64][]int32{}
+		for tp := range committed {
+			if byInternal[tp.topicID] != nil {
+				grouped[tp.topicID] = append(grouped[tp.topicID], tp.partition)
+			}
+		}
+		for id, parts := range grouped {
+			t := byInternal[id]
+			sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+			ft := fetchedTopic{name: t.name, id: t.uuid}
+			for _, p := range parts {
+				ft.parts = append(ft.parts, partition(t, p))
+			}
+			out = append(out, ft)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+		return out, nil
+	}
+	for _, rt := range topics {
+		ft := fetchedTopic{name: rt.Topic, id: rt.TopicID}
+		var t *topic
+		if byID {
+			t = b.catalog.lookupID(ctx, rt.TopicID)
+		} else {
+			t = b.catalog.lookup(ctx, rt.Topic)
+		}
+		for _, p := range rt.Partitions {
+			sp := partition(t, p)
+			if t == nil && byID {
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+			}
+			ft.parts = append(ft.parts, sp)
+		}
+		out = append(out, ft)
+	}
+	return out, nil
+}
