@@ -51,6 +51,22 @@ expect "kcat -C" '0:0 erin -> {"amt":120}
 1:0 ken -> {"amt":80}
 2:0 alice -> {"amt":210}' "$out"
 
+# Consumer groups: the second run starts from the committed offsets and
+# finds nothing left. Rerunnable: a fresh group name each run.
+GROUP=${GROUP:-payments-demo-$$}
+show "kcat -b $BROKER -G $GROUP $TOPIC -e -q -o beginning -c 3 -f '%p:%o %k -> %s\\n'"
+out=$(kcat -b "$BROKER" -G "$GROUP" "$TOPIC" -e -q -o beginning -c 3 -f '%p:%o %k -> %s\n')
+echo "$out"
+expect "kcat -G (first run)" '0:0 erin -> {"amt":120}
+1:0 ken -> {"amt":80}
+2:0 alice -> {"amt":210}' "$(sort <<<"$out")"
+show "kcat -b $BROKER -G $GROUP $TOPIC -e -q -f 'unexpected: %p:%o\\n'"
+out=$(kcat -b "$BROKER" -G "$GROUP" "$TOPIC" -e -q -f 'unexpected: %p:%o\n')
+[ -z "$out" ] && echo "(no output)"
+expect "kcat -G (second run)" "" "$out"
+out=$(psql_q -tAc "SELECT string_agg(partition || ':' || committed_offset || ':' || lag, ' ' ORDER BY partition) FROM kafgres.consumer_lag WHERE group_id = '$GROUP'")
+expect "kafgres.consumer_lag" "0:1:0 1:1:0 2:1:0" "$out"
+
 show "psql -c \"SELECT partition, high_watermark AS log_end_offset, log_start_offset FROM kafgres_partition_offsets('$TOPIC')\""
 # The log end is mirrored into Postgres within milliseconds; allow a moment.
 for _ in $(seq 1 50); do
