@@ -161,8 +161,11 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 
 func (b *Broker) readRequests(ctx context.Context, cc *conn, out chan<- response) error {
 	br := bufio.NewReaderSize(cc.nc, 64<<10)
-	var buf bytes.Buffer
 	for {
+		// A fresh buffer per frame: decoded requests alias it, and handlers
+		// keep parts of them (a member's protocol metadata, the leader's
+		// assignments) beyond the request.
+		var buf bytes.Buffer
 		frame, err := readFrame(br, b.cfg.MaxRequestBytes, &buf)
 		if err != nil {
 			return err

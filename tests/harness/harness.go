@@ -233,3 +233,32 @@ func WaitPortClosed(t testing.TB, addr string, timeout time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// KafkaClasspath is the classpath of Apache Kafka 4.4's jars and tools
+// (tests/reference/pom.xml, resolved from Maven Central; ~/.m2 caches it),
+// for running the kafka-*.sh tool classes by main class.
+func KafkaClasspath(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("mvn"); err != nil {
+		t.Skip("mvn not installed: the Kafka tool classes come from Maven Central")
+	}
+	out := filepath.Join(t.TempDir(), "classpath.txt")
+	pom := filepath.Join(RepoRoot(), "tests", "reference", "pom.xml")
+	if b, err := exec.Command("mvn", "-q", "-B", "-f", pom, "dependency:build-classpath", "-Dmdep.outputFile="+out).CombinedOutput(); err != nil {
+		t.Fatalf("resolve the Kafka classpath: %v\n%s", err, b)
+	}
+	cp, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(cp))
+}
+
+// KafkaTool runs a Kafka command-line tool by main class and returns its
+// combined output.
+func KafkaTool(t testing.TB, classpath, class string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("java", append([]string{"-Xmx256m", "-cp", classpath, class}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
