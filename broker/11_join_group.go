@@ -26,6 +26,7 @@ package broker
 //     protocol; v8: reason; v9: skip assignment (static leader rejoin)
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"time"
@@ -55,7 +56,8 @@ func handleJoinGroup(ctx context.Context, b *Broker, cc *conn, req *kmsg.JoinGro
 		jr.reason = *req.Reason
 	}
 	for _, p := range req.Protocols {
-		jr.protocols = append(jr.protocols, protocol{name: p.Name, metadata: p.Metadata})
+		// Copied: request bytes alias the connection's reused frame buffer.
+		jr.protocols = append(jr.protocols, protocol{name: p.Name, metadata: bytes.Clone(p.Metadata)})
 	}
 	res, err := b.groups.join(ctx, jr)
 	if err != nil {

@@ -19,6 +19,7 @@ package broker
 //     and name in request and response (KIP-559)
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -38,7 +39,8 @@ func handleSyncGroup(ctx context.Context, b *Broker, _ *conn, req *kmsg.SyncGrou
 		sr.protocolType, sr.protocol = req.ProtocolType, req.Protocol
 	}
 	for _, a := range req.GroupAssignment {
-		sr.assignments[a.MemberID] = a.MemberAssignment
+		// Copied: request bytes alias the connection's reused frame buffer.
+		sr.assignments[a.MemberID] = bytes.Clone(a.MemberAssignment)
 	}
 	res, err := b.groups.sync(ctx, sr)
 	if err != nil {

@@ -56,6 +56,11 @@ var errFrame = errors.New("malformed frame")
 // readFrame reads one size-prefixed frame. The size is checked against max
 // before any allocation, and the body buffer grows only as bytes arrive, so
 // a peer announcing a huge frame cannot make us allocate it up front.
+//
+// The buffer is reused for the connection's next frame (a fresh 1 MiB
+// allocation per produce request halves throughput), and decoded requests
+// alias it: a handler that keeps request bytes beyond its own run — a
+// member's protocol metadata, a leader's assignments — must copy them.
 func readFrame(r io.Reader, max int32, buf *bytes.Buffer) ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
@@ -161,11 +166,8 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 
 func (b *Broker) readRequests(ctx context.Context, cc *conn, out chan<- response) error {
 	br := bufio.NewReaderSize(cc.nc, 64<<10)
+	var buf bytes.Buffer
 	for {
-		// A fresh buffer per frame: decoded requests alias it, and handlers
-		// keep parts of them (a member's protocol metadata, the leader's
-		// assignments) beyond the request.
-		var buf bytes.Buffer
 		frame, err := readFrame(br, b.cfg.MaxRequestBytes, &buf)
 		if err != nil {
 			return err
