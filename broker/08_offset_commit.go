@@ -9,6 +9,11 @@ package broker
 //     (generation -1, no member id) is accepted for an empty or unknown
 //     group; otherwise UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 //     ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS as Kafka answers
+//   - consumer (KIP-848) groups: the generation field is the member epoch;
+//     a commit without a member only while the group is empty, else
+//     UNKNOWN_MEMBER_ID; members must use v9+ (UNSUPPORTED_VERSION) and
+//     their current epoch, or an older one for partitions they have owned
+//     since (Kafka 4.3+), else STALE_MEMBER_EPOCH
 //   - an unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (v10 by id:
 //     UNKNOWN_TOPIC_ID); metadata over 4096 bytes (offset.metadata.max.bytes):
 //     OFFSET_METADATA_TOO_LARGE; an empty group id: INVALID_GROUP_ID
@@ -34,6 +39,12 @@ func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 	case req.Group == "":
 		groupErr = kerr.InvalidGroupID
 	default:
+		if ok, err := b.groups.consumerCommitAllowed(req.Group, req.MemberID, req.Generation, req.Version, b.commitPartitions(ctx, req)); ok {
+			if err != nil {
+				groupErr = err
+			}
+			break
+		}
 		groupErr = b.groups.commitAllowed(req.Group, req.MemberID, req.InstanceID, req.Generation)
 		if groupErr == kerr.GroupIDNotFound && req.Version < 9 {
 			groupErr = kerr.IllegalGeneration // GROUP_ID_NOT_FOUND is v9+
@@ -87,4 +98,25 @@ func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 		}
 	}
 	return resp, nil
+}
+
+// commitPartitions lists the known partitions a commit names, for the
+// consumer-group epoch check.
+func (b *Broker) commitPartitions(ctx context.Context, req *kmsg.OffsetCommitRequest) []tp {
+	var out []tp
+	for _, rt := range req.Topics {
+		var t *topic
+		if req.Version >= 10 {
+			t = b.catalog.lookupID(ctx, rt.TopicID)
+		} else {
+			t = b.catalog.lookup(ctx, rt.Topic)
+		}
+		if t == nil {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			out = append(out, tp{t.uuid, rp.Partition})
+		}
+	}
+	return out
 }

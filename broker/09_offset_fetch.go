@@ -10,11 +10,14 @@ package broker
 //     committed
 //   - v8+: several groups in one request, each answered on its own
 //   - require_stable (v7+) needs nothing: no transactional commits exist
+//   - v9+ for consumer (KIP-848) groups: a request naming a member must
+//     carry its current epoch: UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as
+//     the group error, as Kafka; admin requests (no member, epoch -1) pass
 //
 // Version notes:
 //   - v2: top-level error code, null topics; v5: leader epoch; v6: flexible;
 //     v7: require stable; v8: groups array; v9: member id/epoch (KIP-848,
-//     not checked for classic groups); v10: topic ids (UNKNOWN_TOPIC_ID)
+//     checked for consumer groups only); v10: topic ids (UNKNOWN_TOPIC_ID)
 
 import (
 	"context"
@@ -61,6 +64,17 @@ func handleOffsetFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offset
 	for _, rg := range req.Groups {
 		sg := kmsg.NewOffsetFetchResponseGroup()
 		sg.Group = rg.Group
+		if req.Version >= 9 {
+			memberID := ""
+			if rg.MemberID != nil {
+				memberID = *rg.MemberID
+			}
+			if err := b.groups.consumerFetchAllowed(rg.Group, memberID, rg.MemberEpoch); err != nil {
+				sg.ErrorCode = err.Code
+				resp.Groups = append(resp.Groups, sg)
+				continue
+			}
+		}
 		topics, err := b.fetchGroupOffsets(ctx, rg.Group, rg.Topics, req.Version >= 10)
 		sg.ErrorCode = errorCode(err)
 		for _, ft := range topics {

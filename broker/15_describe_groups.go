@@ -8,7 +8,9 @@ package broker
 //     id and host; the selected protocol and each member's metadata and
 //     assignment only while Stable, as Kafka
 //   - an unknown group is described as Dead with no members: error NONE
-//     below v6, GROUP_ID_NOT_FOUND from v6 (KIP-1043)
+//     below v6, GROUP_ID_NOT_FOUND from v6 (KIP-1043); so is a consumer
+//     (KIP-848) group, "not a classic group" as Kafka says (describe those
+//     with ConsumerGroupDescribe)
 //   - authorized operations (v3+, when asked): every group operation, as
 //     Kafka without an authorizer
 //
@@ -39,6 +41,9 @@ func handleDescribeGroups(_ context.Context, b *Broker, _ *conn, req *kmsg.Descr
 			if req.Version >= 6 {
 				rg.ErrorCode = kerr.GroupIDNotFound.Code
 				msg := fmt.Sprintf("Group %s not found.", name)
+				if b.groups.isConsumerGroup(name) {
+					msg = fmt.Sprintf("Group %s is not a classic group.", name)
+				}
 				rg.ErrorMessage = &msg
 			}
 			resp.Groups = append(resp.Groups, rg)

@@ -6,7 +6,9 @@ package broker
 //   - every group the coordinator knows, with its protocol type ("" for a
 //     group that only committed offsets)
 //   - v4+ states filter and v5+ types filter match case-insensitively, as
-//     Kafka; every group here is of type "classic"
+//     Kafka; classic groups are of type "classic", KIP-848 groups of type
+//     "consumer" with protocol type "consumer" and their own states (Empty,
+//     Assigning, Reconciling, Stable)
 //
 // Version notes:
 //   - v1: throttle; v3: flexible; v4: states filter, group state;
@@ -28,19 +30,19 @@ func handleListGroups(_ context.Context, b *Broker, _ *conn, req *kmsg.ListGroup
 		})
 	}
 	for _, g := range b.groups.list() {
-		if req.Version >= 4 && !matches(req.StatesFilter, g.state.String()) {
+		if req.Version >= 4 && !matches(req.StatesFilter, g.stateName) {
 			continue
 		}
-		if req.Version >= 5 && !matches(req.TypesFilter, "classic") {
+		if req.Version >= 5 && !matches(req.TypesFilter, g.groupType) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
 		lg.Group, lg.ProtocolType = g.name, g.protocolType
 		if req.Version >= 4 {
-			lg.GroupState = g.state.String()
+			lg.GroupState = g.stateName
 		}
 		if req.Version >= 5 {
-			lg.GroupType = "classic"
+			lg.GroupType = g.groupType
 		}
 		resp.Groups = append(resp.Groups, lg)
 	}

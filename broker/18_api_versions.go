@@ -12,8 +12,11 @@ package broker
 //     [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? get INVALID_REQUEST
 //
 // Version notes:
-//   - v1: throttle; v3: flexible, client software fields, features (none
-//     advertised yet)
+//   - v1: throttle; v3: flexible, client software fields, features:
+//     group.version supported 0-1 and finalized at 1 (the consumer group
+//     protocol is on, as in Kafka 4.x); Kafka's other features
+//     (metadata.version, kraft.version, transaction.version, ...) are not
+//     advertised
 
 import (
 	"context"
@@ -35,6 +38,17 @@ func handleApiVersions(_ context.Context, b *Broker, _ *conn, req *kmsg.ApiVersi
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.min, a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)
+	}
+	if req.Version >= 3 {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = "group.version", 0, 1
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "group.version", 1, 1
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		// Kafka's epoch is the metadata offset of the last feature
+		// change; ours never change.
+		resp.FinalizedFeaturesEpoch = 1
 	}
 	return resp, nil
 }

@@ -50,6 +50,8 @@ func servedAPIs() apiTable {
 		{key: 22, min: 0, max: 5, handle: serve(handleInitProducerID)},
 		{key: 42, min: 0, max: 3, handle: serve(handleDeleteGroups)},
 		{key: 47, min: 0, max: 0, handle: serve(handleOffsetDelete)},
+		{key: 68, min: 0, max: 1, handle: serve(handleConsumerGroupHeartbeat)},
+		{key: 69, min: 0, max: 1, handle: serve(handleConsumerGroupDescribe)},
 	})
 }
 

@@ -71,6 +71,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	b.mirror = newMirror(pool, cfg.MirrorInterval, log)
 	b.committer = newCommitter(b.stop, b.mirror.mark)
 	b.catalog = newCatalog(b)
+	b.groups.topics = func() []topicMeta {
+		var out []topicMeta
+		for _, t := range b.catalog.topics() {
+			out = append(out, topicMeta{name: t.name, id: t.uuid, partitions: int32(len(t.parts))})
+		}
+		return out
+	}
 	if err := b.catalog.start(ctx); err != nil {
 		pool.Close()
 		return nil, err

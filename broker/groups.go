@@ -44,17 +44,21 @@ type groupConfig struct {
 	maxSize               int           // group.max.size
 }
 
-// groups is the coordinator for every classic group.
+// groups is the coordinator for every group: classic groups here, consumer
+// groups (KIP-848) in consumer_groups.go. One group id names one group of
+// either kind; gs.mu guards both maps, and is taken before any group's lock.
 type groups struct {
-	cfg groupConfig
-	log *slog.Logger
+	cfg    groupConfig
+	log    *slog.Logger
+	topics func() []topicMeta // the catalog, for the consumer-group assignors
 
-	mu  sync.Mutex
-	all map[string]*group
+	mu       sync.Mutex
+	all      map[string]*group
+	consumer map[string]*consumerGroup
 }
 
 func newGroups(cfg groupConfig, log *slog.Logger) *groups {
-	return &groups{cfg: cfg, log: log, all: map[string]*group{}}
+	return &groups{cfg: cfg, log: log, all: map[string]*group{}, consumer: map[string]*consumerGroup{}}
 }
 
 type groupState int8
@@ -237,11 +241,17 @@ type syncResult struct {
 
 // lookup returns the live group locked, or nil. A group deleted between the
 // map lookup and the lock is out of the map by then, so the retry ends.
+// Creating a classic group replaces an Empty consumer group of that name
+// (as Kafka does), but not one with members: then lookup returns nil.
 func (gs *groups) lookup(name string, create bool) *group {
 	for {
 		gs.mu.Lock()
 		g := gs.all[name]
 		if g == nil && create {
+			if !gs.dropEmptyConsumerLocked(name) {
+				gs.mu.Unlock()
+				return nil
+			}
 			g = gs.newGroup(name)
 			gs.all[name] = g
 		}
@@ -271,12 +281,15 @@ func (gs *groups) newGroup(name string) *group {
 func (gs *groups) exists(group string) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	return gs.all[group] != nil
+	return gs.all[group] != nil || gs.consumer[group] != nil
 }
 
 // subscribed reports whether a live consumer-protocol member of group
 // subscribes to topic (OffsetDelete refuses to delete such offsets).
 func (gs *groups) subscribed(group, topic string) bool {
+	if sub, ok := gs.consumerSubscribed(group, topic); ok {
+		return sub
+	}
 	g := gs.lookup(group, false)
 	if g == nil {
 		return false
@@ -377,6 +390,12 @@ func (gs *groups) join(ctx context.Context, req joinRequest) (joinResult, error)
 	// Only a member without an id may create the group.
 	g := gs.lookup(req.group, req.memberID == "")
 	if g == nil {
+		if req.memberID == "" {
+			// A consumer group with members has the id. Kafka would
+			// let a classic member join it (online migration); we
+			// do not mix protocols in one group.
+			return joinError(kerr.InconsistentGroupProtocol, ""), nil
+		}
 		return joinError(kerr.UnknownMemberID, req.memberID), nil
 	}
 	res, wait := g.join(req)
@@ -1173,7 +1192,8 @@ func (gs *groups) describe(group string) (groupDescription, bool) {
 // groupListing is one ListGroups entry.
 type groupListing struct {
 	name, protocolType string
-	state              groupState
+	groupType          string // "classic" or "consumer"
+	stateName          string // as Kafka names the state of that type
 }
 
 // list returns every group, sorted by name.
@@ -1188,10 +1208,11 @@ func (gs *groups) list() []groupListing {
 	for _, g := range all {
 		g.mu.Lock()
 		if g.state != groupDead {
-			out = append(out, groupListing{name: g.name, protocolType: g.protocolType, state: g.state})
+			out = append(out, groupListing{name: g.name, protocolType: g.protocolType, groupType: "classic", stateName: g.state.String()})
 		}
 		g.mu.Unlock()
 	}
+	out = append(out, gs.consumerListings()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
@@ -1200,6 +1221,9 @@ func (gs *groups) list() []groupListing {
 // unknown, NON_EMPTY_GROUP while it has members. The group is Dead and gone
 // from the coordinator when this returns; its offsets are the caller's.
 func (gs *groups) deleteGroup(group string) *kerr.Error {
+	if ok, err := gs.deleteConsumer(group); ok {
+		return err
+	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.all[group]

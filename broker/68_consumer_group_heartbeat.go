@@ -1,0 +1,99 @@
+package broker
+
+// ConsumerGroupHeartbeat: v0-1
+//
+// Behavior:
+//   - the consumer group protocol (KIP-848): joining (member epoch 0),
+//     heartbeating, leaving (-1; static members -2) and the server-side
+//     assignment (consumer_groups.go): revoke-before-assign reconciliation,
+//     assignors "uniform" (default) and "range", heartbeat interval 5 s,
+//     session timeout 45 s
+//   - requests are validated as Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid:
+//     INVALID_REQUEST for an empty group id, instance id, rack id or (v1+,
+//     or not joining) member id, a first heartbeat without rebalance
+//     timeout, with owned partitions or without subscription, an epoch
+//     below -2, an epoch -2 without instance id; INVALID_REGULAR_EXPRESSION
+//     for a regex RE2 rejects; UNSUPPORTED_ASSIGNOR for unknown assignors
+//   - GROUP_ID_NOT_FOUND for an unknown group when not joining, and for a
+//     classic group with members; an Empty classic group becomes a
+//     consumer group (its offsets stay)
+//
+// Version notes:
+//   - v1: SubscribedTopicRegex; the client generates the member id
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, cc *conn, req *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	hreq := consumerHeartbeatRequest{ConsumerGroupHeartbeatRequest: req, clientID: cc.clientID, clientHost: clientHost(cc)}
+	if err, msg := validateConsumerHeartbeat(req); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = err.Code, &msg
+		return resp, nil
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		re, err := compileSubscription(*req.SubscribedTopicRegex)
+		if err != nil {
+			resp.ErrorCode = kerr.InvalidRegularExpression.Code
+			resp.ErrorMessage = kmsg.StringPtr("SubscribedTopicRegex is not a valid regular expression: " + err.Error())
+			return resp, nil
+		}
+		hreq.re = re
+	}
+	if req.MemberEpoch == joinEpoch && req.MemberID == "" {
+		// v0: the coordinator names new members.
+		req.MemberID = newMemberID(cc.clientID, req.InstanceID)
+	}
+	b.groups.consumerHeartbeat(hreq, resp)
+	return resp, nil
+}
+
+// validateConsumerHeartbeat is Kafka's request validation, before the
+// group is looked at.
+func validateConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (*kerr.Error, string) {
+	empty := func(s *string) bool { return s != nil && *s == "" }
+	switch {
+	case req.Group == "":
+		return kerr.InvalidRequest, "GroupId can't be empty."
+	case empty(req.InstanceID):
+		return kerr.InvalidRequest, "InstanceId can't be empty."
+	case empty(req.RackID):
+		return kerr.InvalidRequest, "RackId can't be empty."
+	case req.ServerAssignor != nil && *req.ServerAssignor != "uniform" && *req.ServerAssignor != "range":
+		return kerr.UnsupportedAssignor, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: uniform, range.", *req.ServerAssignor)
+	}
+	switch {
+	case req.MemberEpoch == joinEpoch:
+		if req.Version >= 1 && req.MemberID == "" {
+			return kerr.InvalidRequest, "MemberId can't be empty."
+		}
+		if req.RebalanceTimeoutMillis == -1 {
+			return kerr.InvalidRequest, "RebalanceTimeoutMs must be provided in first request."
+		}
+		if req.Topics == nil || len(req.Topics) > 0 {
+			return kerr.InvalidRequest, "TopicPartitions must be empty when (re-)joining."
+		}
+		names := len(req.SubscribedTopicNames) > 0
+		regex := req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != ""
+		if !names && !regex {
+			return kerr.InvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+		}
+	case req.MemberEpoch == staticLeaveEpoch:
+		if req.MemberID == "" {
+			return kerr.InvalidRequest, "MemberId can't be empty."
+		}
+		if req.InstanceID == nil {
+			return kerr.InvalidRequest, "InstanceId can't be null."
+		}
+	case req.MemberEpoch < staticLeaveEpoch:
+		return kerr.InvalidRequest, "MemberEpoch is invalid."
+	case req.MemberID == "":
+		return kerr.InvalidRequest, "MemberId can't be empty."
+	}
+	return nil, ""
+}

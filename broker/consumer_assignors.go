@@ -1,0 +1,133 @@
+package broker
+
+// Server-side assignors of the consumer group protocol (KIP-848), by the
+// names Kafka gives them in group.consumer.assignors: "uniform" (default)
+// and "range". Both are deterministic: members in member id order,
+// partitions in topic name and partition order.
+
+import (
+	"slices"
+	"sort"
+)
+
+// assign computes the target assignment of every member (an empty set for
+// a member with nothing). prev is the previous target, which uniform keeps
+// where it can.
+func assign(name string, topics []topicMeta, members map[string]*consumerMember, prev map[string]tpSet) map[string]tpSet {
+	ids := make([]string, 0, len(members))
+	for id := range members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	topics = slices.Clone(topics)
+	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
+
+	out := make(map[string]tpSet, len(ids))
+	for _, id := range ids {
+		out[id] = tpSet{}
+	}
+	if name == "range" {
+		assignRange(topics, ids, members, out)
+	} else {
+		assignUniform(topics, ids, members, prev, out)
+	}
+	return out
+}
+
+// assignRange is Kafka's RangeAssignor: per topic, the subscribed members
+// in id order take contiguous ranges, the first ones one partition more
+// when the count does not divide.
+func assignRange(topics []topicMeta, ids []string, members map[string]*consumerMember, out map[string]tpSet) {
+	for _, t := range topics {
+		var subs []string
+		for _, id := range ids {
+			if members[id].subscribes(t.name) {
+				subs = append(subs, id)
+			}
+		}
+		if len(subs) == 0 {
+			continue
+		}
+		n := int32(len(subs))
+		per, extra := t.partitions/n, t.partitions%n
+		p := int32(0)
+		for i, id := range subs {
+			count := per
+			if int32(i) < extra {
+				count++
+			}
+			for ; count > 0; count-- {
+				out[id][tp{t.id, p}] = struct{}{}
+				p++
+			}
+		}
+	}
+}
+
+// assignUniform is a sticky, balanced assignment in the spirit of Kafka's
+// UniformAssignor: every member keeps what it had in the previous target
+// where it still subscribes; new partitions go to the least loaded
+// subscribed member; then partitions move, last first, from a member to a
+// subscribed one with at least two fewer until no such move is left. With
+// identical subscriptions the counts differ by at most one.
+func assignUniform(topics []topicMeta, ids []string, members map[string]*consumerMember, prev map[string]tpSet, out map[string]tpSet) {
+	type part struct {
+		tp
+		topic string
+	}
+	var all []part
+	for _, t := range topics {
+		for p := int32(0); p < t.partitions; p++ {
+			all = append(all, part{tp{t.id, p}, t.name})
+		}
+	}
+	owner := map[tp]string{}
+	for _, p := range all {
+		for _, id := range ids {
+			if prev[id].has(p.tp) && members[id].subscribes(p.topic) {
+				owner[p.tp] = id
+				out[id][p.tp] = struct{}{}
+				break
+			}
+		}
+	}
+	leastLoaded := func(topic string, except string) string {
+		best := ""
+		for _, id := range ids {
+			if id == except || !members[id].subscribes(topic) {
+				continue
+			}
+			if best == "" || len(out[id]) < len(out[best]) {
+				best = id
+			}
+		}
+		return best
+	}
+	for _, p := range all {
+		if _, ok := owner[p.tp]; ok {
+			continue
+		}
+		if id := leastLoaded(p.topic, ""); id != "" {
+			owner[p.tp] = id
+			out[id][p.tp] = struct{}{}
+		}
+	}
+	// Balance. Each move lowers the sum of squared counts, so this ends.
+	for moved := true; moved; {
+		moved = false
+		for i := len(all) - 1; i >= 0; i-- {
+			p := all[i]
+			from, ok := owner[p.tp]
+			if !ok {
+				continue
+			}
+			to := leastLoaded(p.topic, from)
+			if to != "" && len(out[to])+1 < len(out[from]) {
+				delete(out[from], p.tp)
+				out[to][p.tp] = struct{}{}
+				owner[p.tp] = to
+				moved = true
+			}
+		}
+	}
+}
