@@ -65,9 +65,18 @@ func LoadKafgres(repo, dir string) (*Kafgres, error) {
 	return k, nil
 }
 
+// gateConf is what the gate's cluster adds to postgresql.conf (through
+// pgcluster.sh's KAFGRES_PG_CONF): the reference broker runs with
+// group.initial.rebalance.delay.ms=0, so kafgres's first rebalance of a
+// new group must not wait either, or the group scenarios would differ in
+// timing (and could run out of their 30 s).
+const gateConf = "kafgres.group_initial_rebalance_delay = 0"
+
 func (k *Kafgres) script(ctx context.Context, args ...string) ([]byte, error) {
 	argv := append([]string{filepath.Join(k.repo, "tests", "pgcluster.sh"), args[0], k.Dir}, args[1:]...)
-	return exec.CommandContext(ctx, "bash", argv...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, "bash", argv...)
+	cmd.Env = append(os.Environ(), "KAFGRES_PG_CONF="+gateConf)
+	return cmd.CombinedOutput()
 }
 
 // Stop stops Postgres, which stops the broker with it.

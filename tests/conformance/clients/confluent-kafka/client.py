@@ -400,6 +400,127 @@ SCENARIOS = {
 }
 
 
+# ---------------------------------------------------------------- groups
+
+def group_id(ctx):
+    return "%s-%s-g" % (ctx.prefix, ctx.name)
+
+
+def group_member(ctx, **cfg):
+    """A classic-protocol member of the scenario's group on its topic."""
+    c = ctx.consumer(**{"group.id": group_id(ctx), "enable.auto.offset.store": True,
+                        "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, **cfg})
+    c.subscribe([ctx.topic])
+    return c
+
+
+def wait_assigned(ctx, c):
+    while not c.assignment():
+        if time.monotonic() > ctx.deadline:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        c.poll(0.2)
+
+
+def group_state(g):
+    return str(getattr(g.state, "name", g.state))
+
+
+def s_group_consume_commit(ctx):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    produce(ctx, [dict(key=b"k%d" % i, value=b"v%d" % i, partition=i % 3) for i in range(6)])
+    c = group_member(ctx)
+    n = 0
+    try:
+        end = min(ctx.deadline, time.monotonic() + 15)
+        while n < 6 and time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                n += 1
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    ctx.emit({"consumed": n})
+    a = ctx.admin()
+    req = ConsumerGroupTopicPartitions(group_id(ctx), [TopicPartition(ctx.topic, p) for p in range(3)])
+    res = a.list_consumer_group_offsets([req])[group_id(ctx)].result(ctx.left(10))
+    got = {tp.partition: tp.offset for tp in res.topic_partitions}
+    for p in range(3):
+        ctx.emit({"partition": p, "committed": got.get(p, -1)})
+    c = group_member(ctx)
+    after = 0
+    try:
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                after += 1
+    finally:
+        c.close()
+    ctx.emit({"records_after_restart": after})
+
+
+def s_group_describe(ctx):
+    c = group_member(ctx)
+    try:
+        wait_assigned(ctx, c)
+        a = ctx.admin()
+        g = a.describe_consumer_groups([group_id(ctx)])[group_id(ctx)].result(ctx.left(10))
+        ctx.emit({"state": group_state(g), "protocol_type": "consumer" if not g.is_simple_consumer_group else "",
+                  "protocol": g.partition_assignor, "members": len(g.members)})
+        parts = sorted(sorted(tp.partition for tp in m.assignment.topic_partitions if tp.topic == ctx.topic)
+                       for m in g.members)
+        for i, ps in enumerate(parts):
+            ctx.emit({"member": i, "assigned": ps})
+    finally:
+        c.close()
+
+
+def s_group_list(ctx):
+    c = group_member(ctx)
+    try:
+        wait_assigned(ctx, c)
+        c.commit(offsets=[TopicPartition(ctx.topic, 0, 0)], asynchronous=False)
+    finally:
+        c.close()
+    a = ctx.admin()
+    res = a.list_consumer_groups().result(ctx.left(10))
+    obs = {"present": False}
+    for g in res.valid:
+        if g.group_id == group_id(ctx):
+            obs = {"present": True, "state": group_state(g), "simple": g.is_simple_consumer_group}
+    ctx.emit(obs)
+
+
+def s_group_errors(ctx):
+    """What the admin API shows: describe and delete of unknown and live groups."""
+    c = group_member(ctx)
+    try:
+        wait_assigned(ctx, c)
+        a = ctx.admin()
+        unknown = group_id(ctx) + "-unknown"
+        try:
+            g = a.describe_consumer_groups([unknown])[unknown].result(ctx.left(10))
+            ctx.emit({"op": "describe_unknown_group", "error": "NONE", "state": group_state(g)})
+        except KafkaException as e:
+            ctx.emit({"op": "describe_unknown_group", "error": error_name(e)})
+        for op, gid in (("delete_non_empty_group", group_id(ctx)), ("delete_unknown_group", unknown)):
+            try:
+                a.delete_consumer_groups([gid])[gid].result(ctx.left(10))
+                ctx.emit({"op": op, "error": "NONE"})
+            except KafkaException as e:
+                ctx.emit({"op": op, "error": error_name(e)})
+    finally:
+        c.close()
+
+
+SCENARIOS.update({
+    "group-consume-commit": s_group_consume_commit,
+    "group-describe": s_group_describe,
+    "group-list": s_group_list,
+    "group-errors": s_group_errors,
+})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)

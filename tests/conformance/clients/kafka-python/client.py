@@ -42,6 +42,11 @@ PROTOCOL_NAMES = {
     59: "UNKNOWN_PRODUCER_ID", 74: "FENCED_LEADER_EPOCH",
     75: "UNKNOWN_LEADER_EPOCH", 76: "UNSUPPORTED_COMPRESSION_TYPE",
     87: "INVALID_RECORD",
+    14: "COORDINATOR_LOAD_IN_PROGRESS", 22: "ILLEGAL_GENERATION",
+    23: "INCONSISTENT_GROUP_PROTOCOL", 24: "INVALID_GROUP_ID",
+    25: "UNKNOWN_MEMBER_ID", 26: "INVALID_SESSION_TIMEOUT",
+    27: "REBALANCE_IN_PROGRESS", 30: "GROUP_AUTHORIZATION_FAILED",
+    68: "NON_EMPTY_GROUP", 69: "GROUP_ID_NOT_FOUND", 79: "MEMBER_ID_REQUIRED",
 }
 
 
@@ -404,6 +409,127 @@ SCENARIOS = {
     "offset-out-of-range": s_offset_out_of_range,
     "empty-topic": s_empty_topic,
 }
+
+
+# ---------------------------------------------------------------- groups
+
+def group_id(ctx):
+    return "%s-%s-g" % (ctx.prefix, ctx.name)
+
+
+def group_member(ctx, **cfg):
+    base = dict(bootstrap_servers=ctx.bootstrap, group_id=group_id(ctx),
+                enable_auto_commit=False, auto_offset_reset="earliest",
+                request_timeout_ms=15000, fetch_max_wait_ms=200,
+                session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    base.update(cfg)
+    c = KafkaConsumer(**base)
+    c.subscribe([ctx.topic])
+    return c
+
+
+def wait_assigned(ctx, c):
+    while not c.assignment():
+        if time.monotonic() > ctx.deadline:
+            raise ScenarioTimeout()
+        c.poll(timeout_ms=200)
+
+
+def s_group_consume_commit(ctx):
+    produce(ctx, [dict(key=b"k%d" % i, value=b"v%d" % i, partition=i % 3) for i in range(6)])
+    c = group_member(ctx)
+    n = 0
+    try:
+        end = min(ctx.deadline, time.monotonic() + 15)
+        while n < 6 and time.monotonic() < end:
+            for recs in c.poll(timeout_ms=200).values():
+                n += len(recs)
+        c.commit()
+    finally:
+        c.close(autocommit=False)
+    ctx.emit({"consumed": n})
+    a = ctx.admin()
+    try:
+        offs = a.list_consumer_group_offsets(group_id(ctx))
+    finally:
+        a.close()
+    for p in range(3):
+        om = offs.get(TopicPartition(ctx.topic, p))
+        ctx.emit({"partition": p, "committed": om.offset if om is not None else -1})
+    c = group_member(ctx)
+    after = 0
+    try:
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            for recs in c.poll(timeout_ms=200).values():
+                after += len(recs)
+    finally:
+        c.close(autocommit=False)
+    ctx.emit({"records_after_restart": after})
+
+
+def assigned_partitions(ctx, member):
+    """Partitions of our topic in a described member's assignment, sorted."""
+    ma = member.member_assignment
+    out = []
+    for entry in getattr(ma, "assignment", None) or []:
+        topic, parts = entry[0], entry[1]
+        if topic == ctx.topic:
+            out.extend(parts)
+    return sorted(out)
+
+
+def s_group_describe(ctx):
+    c = group_member(ctx)
+    try:
+        wait_assigned(ctx, c)
+        a = ctx.admin()
+        try:
+            (g,) = a.describe_consumer_groups([group_id(ctx)])
+        finally:
+            a.close()
+        ctx.emit({"state": g.state, "protocol_type": g.protocol_type, "protocol": g.protocol,
+                  "members": len(g.members)})
+        for i, ps in enumerate(sorted(assigned_partitions(ctx, m) for m in g.members)):
+            ctx.emit({"member": i, "assigned": ps})
+    finally:
+        c.close(autocommit=False)
+
+
+def s_group_list(ctx):
+    c = group_member(ctx)
+    try:
+        wait_assigned(ctx, c)
+        from kafka.structs import OffsetAndMetadata
+        try:
+            om = OffsetAndMetadata(0, "", -1)
+        except TypeError:  # older structs without leader epoch
+            om = OffsetAndMetadata(0, "")
+        c.commit({TopicPartition(ctx.topic, 0): om})
+    finally:
+        c.close(autocommit=False)
+    a = ctx.admin()
+    try:
+        groups = a.list_consumer_groups()
+    finally:
+        a.close()
+    obs = {"present": False}
+    for g in groups:
+        if g[0] == group_id(ctx):
+            obs = {"present": True, "protocol_type": g[1]}
+    ctx.emit(obs)
+
+
+def s_group_errors(ctx):
+    ctx.emit({"skip": "kafka-python exposes group errors only inside its coordinator"})
+
+
+SCENARIOS.update({
+    "group-consume-commit": s_group_consume_commit,
+    "group-describe": s_group_describe,
+    "group-list": s_group_list,
+    "group-errors": s_group_errors,
+})
 
 
 def on_alarm(signum, frame):

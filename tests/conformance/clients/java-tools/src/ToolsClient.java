@@ -17,7 +17,11 @@ import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -100,6 +104,15 @@ public final class ToolsClient {
                 consume(out, topic());
                 offsets(out, topic(), "-1");
             }
+            case "group-reset-offsets" -> resetOffsets(out);
+            case "group-list" -> {
+                commit(Map.of(0, 0L));
+                boolean present = false;
+                for (String line : tool(GROUPS, "--bootstrap-server", bootstrap, "--list").stdout) {
+                    if (line.trim().equals(group())) present = true;
+                }
+                emit(out, "present", String.valueOf(present));
+            }
             default -> emit(out, "skip", "no Kafka command-line tool observes this scenario");
         }
     }
@@ -144,6 +157,67 @@ public final class ToolsClient {
         emit(out, "tool", "kafka-console-consumer", "exit", r.exit);
     }
 
+    private static final String GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+
+    private String group() {
+        return prefix + "-" + scenario + "-g";
+    }
+
+    // commits offsets for partitions of topic() in group() through the Admin
+    // API, as a group with no members (the group stays inactive)
+    private void commit(Map<Integer, Long> offsets) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Map<TopicPartition, OffsetAndMetadata> m = new HashMap<>();
+        offsets.forEach((part, off) -> m.put(new TopicPartition(topic(), part), new OffsetAndMetadata(off)));
+        try (Admin admin = Admin.create(p)) {
+            admin.alterConsumerGroupOffsets(group(), m).all().get(20, TimeUnit.SECONDS);
+        }
+    }
+
+    // kafka-consumer-groups.sh --reset-offsets on an inactive group, each
+    // step followed by --describe; host/consumer-id/client-id are not printed
+    private void resetOffsets(PrintStream out) throws Exception {
+        long[] ts = new long[4];
+        for (int i = 0; i < 4; i++) ts[i] = TS0 + 1000L * i;
+        produce(topic(), ts, 0);
+        produce(topic(), ts, 1);
+        commit(Map.of(0, 4L, 1, 4L));
+        groupDescribe(out, "committed");
+        String[][] steps = {{"--to-earliest"}, {"--shift-by", "3"}, {"--shift-by", "-1"},
+                {"--to-datetime", "2023-11-14T22:13:22.000Z"}, {"--to-latest"}, {"--to-offset", "1"}};
+        for (String[] step : steps) {
+            String name = String.join(" ", step);
+            List<String> args = new ArrayList<>(List.of("--bootstrap-server", bootstrap, "--group", group(),
+                    "--reset-offsets", "--topic", topic(), "--execute"));
+            args.addAll(List.of(step));
+            Tool r = tool(GROUPS, args.toArray(new String[0]));
+            for (String line : r.stdout) {
+                String[] f = line.trim().split("\\s+");
+                if (f.length == 4 && f[1].equals(topic())) {
+                    emit(out, "step", name, "partition", Long.parseLong(f[2]), "new_offset", Long.parseLong(f[3]));
+                } else if (!f[0].equals("GROUP")) {
+                    emit(out, "step", name, "text", line.trim());
+                }
+            }
+            emit(out, "step", name, "exit", r.exit);
+            groupDescribe(out, name);
+        }
+    }
+
+    private void groupDescribe(PrintStream out, String step) {
+        Tool r = tool(GROUPS, "--bootstrap-server", bootstrap, "--group", group(), "--describe");
+        for (String line : r.stdout) {
+            String[] f = line.trim().split("\\s+");
+            if (f.length >= 6 && f[1].equals(topic())) {
+                emit(out, "describe", step, "partition", Long.parseLong(f[2]), "committed", f[3], "log_end", f[4], "lag", f[5]);
+            } else if (!f[0].equals("GROUP")) {
+                emit(out, "describe", step, "text", line.trim());
+            }
+        }
+        emit(out, "describe", step, "exit", r.exit);
+    }
+
     private record Tool(List<String> stdout, int exit) {}
 
     // Runs a tool's main with stdout captured; stderr stays ours (logged by
@@ -174,13 +248,17 @@ public final class ToolsClient {
     }
 
     private void produce(String topic, long[] ts) throws Exception {
+        produce(topic, ts, 0);
+    }
+
+    private void produce(String topic, long[] ts, int partition) throws Exception {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "20000");
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
             for (int i = 0; i < ts.length; i++) {
-                prod.send(new ProducerRecord<>(topic, 0, ts[i], null, ("t" + i).getBytes(StandardCharsets.UTF_8))).get(20, TimeUnit.SECONDS);
+                prod.send(new ProducerRecord<>(topic, partition, ts[i], null, ("t" + i).getBytes(StandardCharsets.UTF_8))).get(20, TimeUnit.SECONDS);
             }
         }
     }

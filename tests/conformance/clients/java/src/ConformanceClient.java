@@ -2,9 +2,8 @@
 // scenarios of tests/conformance/scenarios.json, printing what the client
 // observes as "<scenario>\t<json>" lines (see tests/conformance/PROTOCOL.md).
 //
-// Consumers use assign() + seek, never subscribe(): the scenarios are about
-// produce/fetch/metadata, and a group would need FindCoordinator and the
-// group APIs, which are a separate concern.
+// Consumers use assign() + seek, never subscribe(), except in the group-*
+// scenarios: those join a classic consumer group (group.protocol=classic).
 //
 // A second mode, --create-topics name:partitions,..., creates topics through
 // the Admin API; the runner uses it to prepare the reference broker.
@@ -124,7 +123,148 @@ public final class ConformanceClient {
             case "auto-create" -> autoCreate();
             case "offset-out-of-range" -> offsetOutOfRange();
             case "empty-topic" -> emptyTopic();
+            case "group-consume-commit" -> groupConsumeCommit();
+            case "group-describe" -> groupDescribe();
+            case "group-list" -> groupList();
+            case "group-errors" -> groupErrors();
             default -> emit("skip", "scenario unknown to the java client");
+        }
+    }
+
+    // ---- consumer groups (classic protocol) ----
+
+    private String group() {
+        return prefix + "-" + scenario + "-g";
+    }
+
+    private KafkaConsumer<byte[], byte[]> groupMember() {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group());
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
+        KafkaConsumer<byte[], byte[]> c = consumer(p);
+        c.subscribe(List.of(topic(0)));
+        return c;
+    }
+
+    private static void waitAssigned(KafkaConsumer<byte[], byte[]> c) {
+        long end = System.currentTimeMillis() + 20000;
+        while (c.assignment().isEmpty()) {
+            if (System.currentTimeMillis() > end) throw new TimeoutException("no assignment in 20 s");
+            c.poll(Duration.ofMillis(200));
+        }
+    }
+
+    private void groupConsumeCommit() throws Exception {
+        try (KafkaProducer<byte[], byte[]> prod = producer(new Properties())) {
+            for (int i = 0; i < 6; i++) {
+                prod.send(new ProducerRecord<>(topic(0), i % 3, bytes("k" + i), bytes("v" + i)));
+            }
+            prod.flush();
+        }
+        int n = 0;
+        try (KafkaConsumer<byte[], byte[]> c = groupMember()) {
+            long end = System.currentTimeMillis() + 15000;
+            while (n < 6 && System.currentTimeMillis() < end) {
+                n += c.poll(Duration.ofMillis(200)).count();
+            }
+            c.commitSync();
+        }
+        emit("consumed", n);
+        try (Admin admin = admin()) {
+            Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> offs =
+                    admin.listConsumerGroupOffsets(group()).partitionsToOffsetAndMetadata().get(20, TimeUnit.SECONDS);
+            for (int p = 0; p < 3; p++) {
+                var om = offs.get(new TopicPartition(topic(0), p));
+                emit("partition", p, "committed", om == null ? -1 : om.offset());
+            }
+        }
+        int after = 0;
+        try (KafkaConsumer<byte[], byte[]> c = groupMember()) {
+            long end = System.currentTimeMillis() + 3000;
+            while (System.currentTimeMillis() < end) {
+                after += c.poll(Duration.ofMillis(200)).count();
+            }
+        }
+        emit("records_after_restart", after);
+    }
+
+    private void groupDescribe() throws Exception {
+        try (KafkaConsumer<byte[], byte[]> c = groupMember(); Admin admin = admin()) {
+            waitAssigned(c);
+            var d = admin.describeConsumerGroups(List.of(group())).describedGroups().get(group()).get(20, TimeUnit.SECONDS);
+            emit("state", d.groupState().toString(), "protocol_type", d.isSimpleConsumerGroup() ? "" : "consumer",
+                    "protocol", d.partitionAssignor(), "members", d.members().size());
+            List<List<Integer>> assigned = new ArrayList<>();
+            for (var m : d.members()) {
+                List<Integer> ps = new ArrayList<>();
+                for (TopicPartition tp : m.assignment().topicPartitions()) {
+                    if (tp.topic().equals(topic(0))) ps.add(tp.partition());
+                }
+                Collections.sort(ps);
+                assigned.add(ps);
+            }
+            assigned.sort((a, b) -> a.toString().compareTo(b.toString()));
+            for (int i = 0; i < assigned.size(); i++) {
+                emit("member", i, "assigned", new ArrayList<Object>(assigned.get(i)));
+            }
+        }
+    }
+
+    private void groupList() throws Exception {
+        try (KafkaConsumer<byte[], byte[]> c = groupMember()) {
+            waitAssigned(c);
+            c.commitSync(Map.of(new TopicPartition(topic(0), 0), new org.apache.kafka.clients.consumer.OffsetAndMetadata(0)));
+        }
+        try (Admin admin = admin()) {
+            boolean present = false;
+            String state = null, type = null;
+            for (var g : admin.listGroups().all().get(20, TimeUnit.SECONDS)) {
+                if (g.groupId().equals(group())) {
+                    present = true;
+                    state = g.groupState().map(Object::toString).orElse("?");
+                    type = g.type().map(Object::toString).orElse("?");
+                }
+            }
+            if (present) {
+                emit("present", true, "state", state, "type", type);
+            } else {
+                emit("present", false);
+            }
+        }
+    }
+
+    private void groupErrors() throws Exception {
+        String unknown = group() + "-unknown";
+        try (KafkaConsumer<byte[], byte[]> c = groupMember(); Admin admin = admin()) {
+            waitAssigned(c);
+            try {
+                var d = admin.describeConsumerGroups(List.of(unknown)).describedGroups().get(unknown).get(20, TimeUnit.SECONDS);
+                emit("op", "describe_unknown_group", "error", "NONE", "state", d.groupState().toString());
+            } catch (ExecutionException e) {
+                emit("op", "describe_unknown_group", "error", errorName(e));
+            }
+            for (String[] op : new String[][] {{"delete_non_empty_group", group()}, {"delete_unknown_group", unknown}}) {
+                try {
+                    admin.deleteConsumerGroups(List.of(op[1])).all().get(20, TimeUnit.SECONDS);
+                    emit("op", op[0], "error", "NONE");
+                } catch (ExecutionException e) {
+                    emit("op", op[0], "error", errorName(e));
+                }
+            }
+            // a commit from a consumer that is no member of the live group
+            Properties p = new Properties();
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group());
+            try (KafkaConsumer<byte[], byte[]> outsider = consumer(p)) {
+                outsider.assign(List.of(new TopicPartition(topic(0), 0)));
+                try {
+                    outsider.commitSync(Map.of(new TopicPartition(topic(0), 0), new org.apache.kafka.clients.consumer.OffsetAndMetadata(0)));
+                    emit("op", "offset_commit_not_member", "error", "NONE");
+                } catch (Exception e) {
+                    emit("op", "offset_commit_not_member", "error", errorName(e));
+                }
+            }
         }
     }
 

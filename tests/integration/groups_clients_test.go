@@ -1,0 +1,381 @@
+package integration
+
+// Consumer groups with several members of real clients: Sarama's consumer
+// group (in-process), kafka-python and confluent-kafka (classic protocol)
+// through testdata/group_member.py, and Kafka's KafkaConsumer with
+// group.protocol=classic through testdata/GroupMember.java. Every member
+// reports which offsets it processed; the test accounts for them.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/kafgres/kafgres/tests/harness"
+)
+
+type partOff struct {
+	p int32
+	o int64
+}
+
+// member is one consumer-group member under test, of any client.
+type member interface {
+	name() string
+	assigned() int // partitions it owns now (-1 before its first assignment)
+	processed() []partOff
+	stop() // graceful: close, leave the group
+	kill() // abrupt (SIGKILL for processes)
+}
+
+// ledger records what a member processed and what it owns.
+type ledger struct {
+	mu    sync.Mutex
+	owned int
+	recs  []partOff
+}
+
+func newLedger() *ledger { return &ledger{owned: -1} }
+
+func (l *ledger) assigned() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.owned
+}
+
+func (l *ledger) processed() []partOff {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]partOff(nil), l.recs...)
+}
+
+// ---- members that are processes printing "assigned N" / "rec P O" ----
+
+type procMember struct {
+	*ledger
+	label string
+	cmd   *exec.Cmd
+	done  chan struct{}
+}
+
+func (m *procMember) name() string { return m.label }
+
+func startProc(t *testing.T, label string, cmd *exec.Cmd) *procMember {
+	t.Helper()
+	m := &procMember{ledger: newLedger(), label: label, cmd: cmd, done: make(chan struct{})}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(t.TempDir(), label+".stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", label, err)
+	}
+	go func() {
+		defer close(m.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var p int32
+			var o int64
+			var n int
+			m.mu.Lock()
+			if _, err := fmt.Sscanf(sc.Text(), "rec %d %d", &p, &o); err == nil {
+				m.recs = append(m.recs, partOff{p, o})
+			} else if _, err := fmt.Sscanf(sc.Text(), "assigned %d", &n); err == nil {
+				m.owned = n
+			}
+			m.mu.Unlock()
+		}
+		cmd.Wait()
+		logf.Close()
+	}()
+	t.Cleanup(func() {
+		m.kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 2000 {
+				b = b[len(b)-2000:]
+			}
+			t.Logf("%s stderr (tail):\n%s", label, b)
+		}
+	})
+	return m
+}
+
+func (m *procMember) stop() {
+	if m.cmd.Process != nil {
+		m.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		m.kill()
+	}
+}
+
+func (m *procMember) kill() {
+	if m.cmd.Process != nil {
+		syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	<-m.done
+	m.mu.Lock()
+	m.owned = 0
+	m.mu.Unlock()
+}
+
+// pythonVenv is the conformance gate's virtualenv with kafka-python and
+// confluent-kafka installed: their run scripts create it (and return after
+// --help).
+func pythonVenv(t *testing.T) string {
+	t.Helper()
+	root := harness.RepoRoot()
+	for _, c := range []string{"kafka-python", "confluent-kafka"} {
+		run := filepath.Join(root, "tests", "conformance", "clients", c, "run")
+		if out, err := exec.Command("bash", run, "--help").CombinedOutput(); err != nil {
+			t.Skipf("cannot set up the Python clients (%s): %v\n%s", c, err, out)
+		}
+	}
+	return filepath.Join(root, "tests", "conformance", ".work", "venv", "bin", "python")
+}
+
+func startPython(t *testing.T, python, lib, label, addr, group, topic string) *procMember {
+	script := filepath.Join(harness.RepoRoot(), "tests", "integration", "testdata", "group_member.py")
+	return startProc(t, label, exec.Command(python, "-u", script, lib, addr, group, topic))
+}
+
+func startJava(t *testing.T, classpath, label, addr, group, topic string) *procMember {
+	src := filepath.Join(harness.RepoRoot(), "tests", "integration", "testdata", "GroupMember.java")
+	return startProc(t, label, exec.Command("java", "-Xmx256m", "-cp", classpath, src, addr, group, topic))
+}
+
+// ---- Sarama's consumer group, in-process ----
+
+type saramaMember struct {
+	*ledger
+	label  string
+	group  sarama.ConsumerGroup
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (m *saramaMember) name() string { return m.label }
+
+type saramaHandler struct{ l *ledger }
+
+func (h saramaHandler) Setup(s sarama.ConsumerGroupSession) error {
+	n := 0
+	for _, ps := range s.Claims() {
+		n += len(ps)
+	}
+	h.l.mu.Lock()
+	h.l.owned = n
+	h.l.mu.Unlock()
+	return nil
+}
+
+func (h saramaHandler) Cleanup(s sarama.ConsumerGroupSession) error {
+	h.l.mu.Lock()
+	h.l.owned = 0
+	h.l.mu.Unlock()
+	return nil
+}
+
+func (h saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for msg := range c.Messages() {
+		h.l.mu.Lock()
+		h.l.recs = append(h.l.recs, partOff{msg.Partition, msg.Offset})
+		h.l.mu.Unlock()
+		s.MarkMessage(msg, "")
+		s.Commit()
+	}
+	return nil
+}
+
+func startSarama(t *testing.T, label, addr, group, topic string) *saramaMember {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.MaxVersion
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Enable = false
+	cfg.Consumer.Group.Session.Timeout = 6 * time.Second
+	cfg.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
+	cfg.Consumer.MaxWaitTime = 200 * time.Millisecond
+	g, err := sarama.NewConsumerGroup([]string{addr}, group, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &saramaMember{ledger: newLedger(), label: label, group: g, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for ctx.Err() == nil {
+			if err := g.Consume(ctx, []string{topic}, saramaHandler{m.ledger}); err != nil {
+				if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	t.Cleanup(m.stop)
+	return m
+}
+
+func (m *saramaMember) stop() {
+	m.cancel()
+	<-m.done
+	m.group.Close()
+}
+
+func (m *saramaMember) kill() { m.stop() } // no way to vanish in-process
+
+// ---- the accounting ----
+
+// waitStable waits until the members own all partitions between them and
+// each owns at least one.
+func waitStable(t *testing.T, partitions int, ms ...member) {
+	t.Helper()
+	deadline := time.Now().Add(groupWait)
+	for {
+		sum, all := 0, true
+		for _, m := range ms {
+			n := m.assigned()
+			sum += n
+			all = all && n > 0
+		}
+		if all && sum == partitions {
+			return
+		}
+		if time.Now().After(deadline) {
+			desc := ""
+			for _, m := range ms {
+				desc += fmt.Sprintf(" %s=%d", m.name(), m.assigned())
+			}
+			t.Fatalf("group did not settle on %d partitions:%s", partitions, desc)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processedCount counts how often each (partition, offset) was processed.
+func processedCount(ms ...member) map[partOff]int {
+	seen := map[partOff]int{}
+	for _, m := range ms {
+		for _, r := range m.processed() {
+			seen[r]++
+		}
+	}
+	return seen
+}
+
+// waitLag waits until kafgres.consumer_lag shows the group committed
+// `total` records in all with lag 0.
+func waitLag(t *testing.T, c *harness.Cluster, group string, total int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		off, lag := committedSum(t, c, group)
+		if off == total && lag == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer_lag of %s: committed %d lag %d, want %d and 0", group, off, lag, total)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestGroupClients: two members of the same client join one group on a
+// 4-partition topic; the records produced after the group settled are
+// processed exactly once across them, and their commits reach
+// kafgres.consumer_lag with lag 0.
+func TestGroupClients(t *testing.T) {
+	c := harness.Start(t, "kafgres.group_initial_rebalance_delay = 0")
+	const partitions, perPartition = 4, 50
+	var (
+		venvOnce sync.Once
+		python   string
+		cpOnce   sync.Once
+		cp       string
+	)
+	clients := []struct {
+		name  string
+		start func(t *testing.T, label, group, topic string) member
+	}{
+		{"sarama", func(t *testing.T, label, group, topic string) member {
+			return startSarama(t, label, c.Addr, group, topic)
+		}},
+		{"kafka-python", func(t *testing.T, label, group, topic string) member {
+			venvOnce.Do(func() { python = pythonVenv(t) })
+			return startPython(t, python, "kafka-python", label, c.Addr, group, topic)
+		}},
+		{"confluent-kafka", func(t *testing.T, label, group, topic string) member {
+			venvOnce.Do(func() { python = pythonVenv(t) })
+			return startPython(t, python, "confluent-kafka", label, c.Addr, group, topic)
+		}},
+		{"java", func(t *testing.T, label, group, topic string) member {
+			if _, err := exec.LookPath("java"); err != nil {
+				t.Skip("java not installed")
+			}
+			cpOnce.Do(func() { cp = harness.KafkaClasspath(t) })
+			return startJava(t, cp, label, c.Addr, group, topic)
+		}},
+	}
+	for _, cl := range clients {
+		t.Run(cl.name, func(t *testing.T) {
+			topic, group := "gc-"+cl.name, "gc-"+cl.name+"-g"
+			c.CreateTopic(t, topic, partitions)
+			a := cl.start(t, cl.name+"-a", group, topic)
+			b := cl.start(t, cl.name+"-b", group, topic)
+			waitStable(t, partitions, a, b)
+			produceBatch(t, c.Addr, topic, "gc", partitions, perPartition)
+
+			deadline := time.Now().Add(groupWait)
+			for len(processedCount(a, b)) < partitions*perPartition {
+				if time.Now().After(deadline) {
+					t.Fatalf("processed %d of %d records", len(processedCount(a, b)), partitions*perPartition)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			waitLag(t, c, group, partitions*perPartition)
+			a.stop()
+			b.stop()
+			seen := processedCount(a, b)
+			var dups []string
+			for p := int32(0); p < partitions; p++ {
+				for o := int64(0); o < perPartition; o++ {
+					switch n := seen[partOff{p, o}]; {
+					case n == 0:
+						t.Errorf("%d/%d never processed", p, o)
+					case n > 1:
+						dups = append(dups, fmt.Sprintf("%d/%d×%d", p, o, n))
+					}
+				}
+			}
+			sort.Strings(dups)
+			if len(dups) > 0 {
+				t.Errorf("processed more than once in a stable group: %v", dups)
+			}
+			if len(a.processed()) == 0 || len(b.processed()) == 0 {
+				t.Errorf("one member processed nothing: %s %d, %s %d", a.name(), len(a.processed()), b.name(), len(b.processed()))
+			}
+			waitLag(t, c, group, partitions*perPartition)
+		})
+	}
+}
