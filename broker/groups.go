@@ -400,14 +400,22 @@ func (gs *groups) join(ctx context.Context, req joinRequest) (joinResult, error)
 	}
 	res, wait := g.join(req)
 	g.mu.Unlock()
+	return answer(ctx, res, wait)
+}
+
+// answer is res, or — when the group parked the request on wait — what
+// arrives there; the caller has released the group's lock, so other
+// members can complete the rebalance meanwhile.
+func answer[T any](ctx context.Context, res T, wait chan T) (T, error) {
 	if wait == nil {
 		return res, nil
 	}
 	select {
-	case res := <-wait:
+	case res = <-wait:
 		return res, nil
 	case <-ctx.Done():
-		return joinResult{}, ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 
@@ -964,15 +972,7 @@ func (gs *groups) sync(ctx context.Context, req syncRequest) (syncResult, error)
 	}
 	res, wait := g.sync(req)
 	g.mu.Unlock()
-	if wait == nil {
-		return res, nil
-	}
-	select {
-	case res := <-wait:
-		return res, nil
-	case <-ctx.Done():
-		return syncResult{}, ctx.Err()
-	}
+	return answer(ctx, res, wait)
 }
 
 func (g *group) sync(req syncRequest) (syncResult, chan syncResult) {

@@ -68,15 +68,14 @@ func joinAsync(gs *groups, req joinRequest) chan joined {
 	return ch
 }
 
-func await[T any](t *testing.T, ch chan T) T {
+func await[T any](t *testing.T, ch chan T) (v T) {
 	t.Helper()
 	select {
-	case v := <-ch:
-		return v
+	case v = <-ch:
 	case <-time.After(5 * time.Second):
 		t.Fatal("timed out")
-		panic("unreachable")
 	}
+	return v
 }
 
 func consumerJoin(memberID string) joinRequest {
