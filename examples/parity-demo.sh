@@ -34,7 +34,7 @@ topic=parity-demo
 prefix=parity
 topics=("$topic:3" "$prefix-unknown-topic-metadata-0:1")
 for c in sarama kafka-python; do
-	[ -x "tests/conformance/clients/$c/run" ] && topics+=("$prefix-$c-produce-consume-none-0:3")
+	[ -x "tests/conformance/clients/$c/run" ] && topics+=("$prefix-$c-produce-consume-none-0:3" "$prefix-$c-group-consume-commit-0:3")
 done
 runner topics reference "${topics[@]}"
 runner topics kafgres "${topics[@]}"
@@ -53,10 +53,20 @@ kcat_produce_consume() {
 	kcat -b "$1" -t "$topic" -C -e -q -o beginning -f '%p:%o %k -> %s\n' | sort
 }
 kcat_metadata() { kcat -b "$1" -L -t "$topic"; }
+group=parity-demo-group
+kcat_group() { kcat -b "$1" -G "$group" "$topic" -e -q -o beginning -c 6 -f '%p:%o %k -> %s\n' | sort; }
+# Kafka's own tool, as kafka-consumer-groups.sh runs it
+consumer_groups() {
+	local addr=${!#}
+	java -Dlog4j2.configurationFile="$repo/tests/conformance/clients/java/log4j2.properties" -cp "$cp" \
+		org.apache.kafka.tools.consumer.group.ConsumerGroupCommand --bootstrap-server "$addr" "${@:1:$#-1}" 2>/dev/null | sed '/^$/d'
+}
+groups_describe() { consumer_groups --describe --group "$group" "$1"; }
+groups_list() { consumer_groups --list "$1" | grep -x "$group"; }
 unknown_topic() { tests/conformance/clients/java/run --bootstrap "$1" --prefix "$prefix" --scenarios unknown-topic-metadata 2>/dev/null; }
-client_produce_consume() {
-	# the conformance client's produce-consume scenario; its topic is per client
-	tests/conformance/clients/$2/run --bootstrap "$1" --prefix "$prefix-$2" --scenarios produce-consume-none 2>/dev/null | sort
+client_scenario() {
+	# a conformance client's scenario; its topic is per client
+	tests/conformance/clients/$2/run --bootstrap "$1" --prefix "$prefix-$2" --scenarios "$3" 2>/dev/null | sort
 }
 
 checks=0 same=0
@@ -77,8 +87,8 @@ check() {
 		diff <(echo "$left") <(echo "$right") | sed 's/^/      /' || true
 	fi
 }
-# client NAME ADDR: the argument order check needs
-client() { client_produce_consume "$2" "$1"; }
+# client NAME SCENARIO ADDR: the argument order check needs
+client() { client_scenario "$3" "$1" "$2"; }
 
 echo
 echo "Produce and consume (librdkafka / kcat)"
@@ -92,16 +102,20 @@ echo
 echo "Independent clients (no shared code with librdkafka or Java)"
 for c in sarama kafka-python; do
 	if [ -x "tests/conformance/clients/$c/run" ]; then
-		check "$c - produce, consume" client "$c"
+		check "$c - produce, consume" client "$c" produce-consume-none
+		check "$c - consumer group, commit" client "$c" group-consume-commit
 	else
 		echo "  - $c: no client program yet"
 	fi
 done
 echo
-echo "Not yet (need the group and admin APIs, issues #5/#6; not counted):"
+echo "Consumer groups"
+check "kcat -G, 6 records, offsets committed" kcat_group
+check "kafka-consumer-groups.sh --describe (lag, offsets)" groups_describe
+check "kafka-consumer-groups.sh --list" groups_list
+echo
+echo "Not yet (need the admin APIs, issue #6; not counted):"
 echo "  - kafka-topics.sh --describe, kafka-topics.sh --list, kafka-configs.sh --describe"
-echo "  - kafka-consumer-groups.sh --describe / --list"
-echo "  - Sarama and kafka-python consumer groups with commits"
 echo
 if [ "$same" -eq "$checks" ]; then
 	echo "$same/$checks checks identical ✓"
