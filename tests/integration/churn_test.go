@@ -145,7 +145,7 @@ func TestGroupChurn(t *testing.T) {
 		case 1:
 			m = startKcat(t, fmt.Sprintf("kcat-%d", n), c.Addr, group, topic)
 		default:
-			m = startPython(t, python, "kafka-python", fmt.Sprintf("kafka-python-%d", n), c.Addr, group, topic)
+			m = startPython(t, python, "kafka-python", "classic", fmt.Sprintf("kafka-python-%d", n), c.Addr, group, topic)
 		}
 		all = append(all, m)
 		live = append(live, m)

@@ -1,10 +1,12 @@
 package integration
 
 // Consumer groups with several members of real clients: Sarama's consumer
-// group (in-process), kafka-python and confluent-kafka (classic protocol)
-// through testdata/group_member.py, and Kafka's KafkaConsumer with
-// group.protocol=classic through testdata/GroupMember.java. Every member
-// reports which offsets it processed; the test accounts for them.
+// group (in-process), kafka-python and confluent-kafka through
+// testdata/group_member.py, and Kafka's KafkaConsumer through
+// testdata/GroupMember.java. confluent-kafka and KafkaConsumer run with
+// group.protocol=classic and with group.protocol=consumer (KIP-848:
+// ConsumerGroupHeartbeat, the broker assigns). Every member reports which
+// offsets it processed; the test accounts for them.
 
 import (
 	"bufio"
@@ -15,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -154,14 +157,36 @@ func pythonVenv(t *testing.T) string {
 	return filepath.Join(root, "tests", "conformance", ".work", "venv", "bin", "python")
 }
 
-func startPython(t *testing.T, python, lib, label, addr, group, topic string) *procMember {
+// startPython runs group_member.py with lib (kafka-python or
+// confluent-kafka) and group.protocol protocol (classic, or consumer for
+// confluent-kafka).
+func startPython(t *testing.T, python, lib, protocol, label, addr, group, topic string) *procMember {
 	script := filepath.Join(harness.RepoRoot(), "tests", "integration", "testdata", "group_member.py")
-	return startProc(t, label, exec.Command(python, "-u", script, lib, addr, group, topic))
+	return startProc(t, label, exec.Command(python, "-u", script, lib, addr, group, topic, protocol))
 }
 
-func startJava(t *testing.T, classpath, label, addr, group, topic string) *procMember {
+// startJava runs GroupMember.java with group.protocol protocol (classic or
+// consumer).
+func startJava(t *testing.T, classpath, protocol, label, addr, group, topic string) *procMember {
 	src := filepath.Join(harness.RepoRoot(), "tests", "integration", "testdata", "GroupMember.java")
-	return startProc(t, label, exec.Command("java", "-Xmx256m", "-cp", classpath, src, addr, group, topic))
+	return startProc(t, label, exec.Command("java", "-Xmx256m", "-cp", classpath, src, addr, group, topic, protocol))
+}
+
+// librdkafkaKIP848 skips unless the venv's confluent-kafka bundles a
+// librdkafka whose group.protocol=consumer is generally available (2.10).
+func librdkafkaKIP848(t *testing.T, python string) {
+	t.Helper()
+	out, err := exec.Command(python, "-c", "import confluent_kafka; print(confluent_kafka.libversion()[1])").Output()
+	if err != nil {
+		t.Skipf("confluent_kafka.libversion(): %v", err)
+	}
+	var v int
+	if _, err := fmt.Sscanf(string(out), "%d", &v); err != nil {
+		t.Skipf("confluent_kafka.libversion(): %q", out)
+	}
+	if v < 0x020a0000 {
+		t.Skipf("librdkafka %d.%d.%d predates GA support of group.protocol=consumer (2.10)", v>>24, v>>16&0xff, v>>8&0xff)
+	}
 }
 
 // ---- Sarama's consumer group, in-process ----
@@ -301,6 +326,26 @@ func waitLag(t *testing.T, c *harness.Cluster, group string, total int64) {
 	}
 }
 
+// kip848Joins fails unless the broker log shows at least n members joining
+// group through ConsumerGroupHeartbeat (not the classic JoinGroup), so a
+// client that fell back to the classic protocol cannot pass for KIP-848.
+func kip848Joins(t *testing.T, c *harness.Cluster, group string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, "postgres.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	joins := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "member joined consumer group") && strings.Contains(line, group) {
+			joins++
+		}
+	}
+	if joins < n {
+		t.Errorf("broker log shows %d KIP-848 joins of %s, want %d", joins, group, n)
+	}
+}
+
 // TestGroupClients: two members of the same client join one group on a
 // 4-partition topic; the records produced after the group settled are
 // processed exactly once across them, and their commits reach
@@ -323,27 +368,51 @@ func TestGroupClients(t *testing.T) {
 		}},
 		{"kafka-python", func(t *testing.T, label, group, topic string) member {
 			venvOnce.Do(func() { python = pythonVenv(t) })
-			return startPython(t, python, "kafka-python", label, c.Addr, group, topic)
+			return startPython(t, python, "kafka-python", "classic", label, c.Addr, group, topic)
 		}},
-		{"confluent-kafka", func(t *testing.T, label, group, topic string) member {
-			venvOnce.Do(func() { python = pythonVenv(t) })
-			return startPython(t, python, "confluent-kafka", label, c.Addr, group, topic)
-		}},
-		{"java", func(t *testing.T, label, group, topic string) member {
-			if _, err := exec.LookPath("java"); err != nil {
-				t.Skip("java not installed")
+	}
+	for _, protocol := range []string{"classic", "consumer"} {
+		name := func(client string) string {
+			if protocol == "classic" {
+				return client // the names these cases always had
 			}
-			cpOnce.Do(func() { cp = harness.KafkaClasspath(t) })
-			return startJava(t, cp, label, c.Addr, group, topic)
-		}},
+			return client + "-" + protocol
+		}
+		clients = append(clients, []struct {
+			name  string
+			start func(t *testing.T, label, group, topic string) member
+		}{
+			{name("confluent-kafka"), func(t *testing.T, label, group, topic string) member {
+				venvOnce.Do(func() { python = pythonVenv(t) })
+				if protocol == "consumer" {
+					librdkafkaKIP848(t, python)
+				}
+				return startPython(t, python, "confluent-kafka", protocol, label, c.Addr, group, topic)
+			}},
+			{name("java"), func(t *testing.T, label, group, topic string) member {
+				if _, err := exec.LookPath("java"); err != nil {
+					t.Skip("java not installed")
+				}
+				cpOnce.Do(func() { cp = harness.KafkaClasspath(t) })
+				return startJava(t, cp, protocol, label, c.Addr, group, topic)
+			}},
+		}...)
 	}
 	for _, cl := range clients {
 		t.Run(cl.name, func(t *testing.T) {
 			topic, group := "gc-"+cl.name, "gc-"+cl.name+"-g"
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("broker log (tail):\n%s", c.LogTail())
+				}
+			})
 			c.CreateTopic(t, topic, partitions)
 			a := cl.start(t, cl.name+"-a", group, topic)
 			b := cl.start(t, cl.name+"-b", group, topic)
 			waitStable(t, partitions, a, b)
+			if strings.HasSuffix(cl.name, "-consumer") {
+				kip848Joins(t, c, group, 2)
+			}
 			produceBatch(t, c.Addr, topic, "gc", partitions, perPartition)
 
 			deadline := time.Now().Add(groupWait)

@@ -1,9 +1,11 @@
 // A consumer-group member for the integration tests (groups_clients_test.go):
-// Kafka's KafkaConsumer with group.protocol=classic. Same output as
+// Kafka's KafkaConsumer with group.protocol=classic (the default) or consumer
+// (KIP-848; the session and heartbeat settings are the broker's then, so
+// they are set for classic only). Same output as
 // group_member.py: "assigned <n>" on assignment changes, "rec <p> <o>" per
 // record, then a synchronous commit per batch; on SIGTERM it closes (leaving
 // the group). Run with the source launcher:
-//   java -cp KAFKA_CLASSPATH GroupMember.java BOOTSTRAP GROUP TOPIC
+//   java -cp KAFKA_CLASSPATH GroupMember.java BOOTSTRAP GROUP TOPIC [PROTOCOL]
 
 import java.time.Duration;
 import java.util.List;
@@ -22,11 +24,14 @@ public class GroupMember {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         p.put(ConsumerConfig.GROUP_ID_CONFIG, args[1]);
-        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        String protocol = args.length > 3 ? args[3] : "classic";
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
-        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        if (protocol.equals("classic")) {
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        }
         KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
         Thread main = Thread.currentThread();
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {

@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 """A consumer-group member for the integration tests (groups_clients_test.go,
-churn_test.go): joins GROUP on TOPIC with kafka-python or confluent-kafka
-(classic protocol), and for every batch it polls prints one line
+churn_test.go): joins GROUP on TOPIC with kafka-python or confluent-kafka,
+and for every batch it polls prints one line
 "rec <partition> <offset>" per record, flushes, then commits synchronously
 (at least once). Prints "assigned <n>" when its assignment changes. On
 SIGTERM it stops polling and closes (leaving the group).
 
-Usage: group_member.py kafka-python|confluent-kafka BOOTSTRAP GROUP TOPIC
+PROTOCOL is confluent-kafka's group.protocol: classic (the default) or
+consumer (KIP-848: ConsumerGroupHeartbeat, the broker assigns; the
+session and heartbeat settings are the broker's then, so they are not set).
+kafka-python speaks the classic protocol only.
+
+Usage: group_member.py kafka-python|confluent-kafka BOOTSTRAP GROUP TOPIC [PROTOCOL]
 """
 import signal
 import sys
 
 lib, bootstrap, group, topic = sys.argv[1:5]
+protocol = sys.argv[5] if len(sys.argv) > 5 else "classic"
 running = [True]
 signal.signal(signal.SIGTERM, lambda *a: running.__setitem__(0, False))
 
@@ -22,6 +28,8 @@ def out(line):
 
 
 if lib == "kafka-python":
+    if protocol != "classic":
+        sys.exit("kafka-python has no group.protocol=%s" % protocol)
     from kafka import KafkaConsumer
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       auto_offset_reset="earliest", session_timeout_ms=6000,
@@ -46,10 +54,12 @@ if lib == "kafka-python":
     c.close(autocommit=False)
 else:
     from confluent_kafka import Consumer
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "classic",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                  "fetch.wait.max.ms": 200})
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 200}
+    if protocol == "classic":
+        conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    c = Consumer(conf)
     c.subscribe([topic])
     last = None
     while running[0]:
