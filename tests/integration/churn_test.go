@@ -154,7 +154,7 @@ func TestGroupChurn(t *testing.T) {
 		start(k)
 	}
 	var log []string
-	churnEnd := time.Now().Add(90 * time.Second)
+	churnEnd := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(churnEnd) && !t.Failed() {
 		time.Sleep(time.Duration(1500+rng.Intn(2500)) * time.Millisecond)
 		switch a := rng.Intn(3); {
