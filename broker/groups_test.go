@@ -285,3 +285,35 @@ func TestJoinValidation(t *testing.T) {
 		t.Fatal("join outlived its context")
 	}
 }
+
+// A member that does not rejoin within the rebalance timeout is removed, and
+// the rebalance completes with those that did.
+func TestRebalanceTimeoutKicksLaggards(t *testing.T) {
+	gs := testGroups()
+	join := func(id string) joinRequest {
+		r := consumerJoin(id)
+		r.rebalanceTimeout = 100 * time.Millisecond
+		return r
+	}
+	a := joinAsync(gs, join(""))
+	time.Sleep(5 * time.Millisecond)
+	b := joinAsync(gs, join(""))
+	ra, rb := await(t, a).res, await(t, b).res
+	await(t, syncAsync(gs, syncRequest{group: "g", memberID: ra.memberID, generation: 1}))
+	await(t, syncAsync(gs, syncRequest{group: "g", memberID: rb.memberID, generation: 1}))
+
+	c := joinAsync(gs, join("")) // starts a rebalance
+	a2 := joinAsync(gs, join(ra.memberID))
+	// b never rejoins.
+	start := time.Now()
+	rc, ra2 := await(t, c).res, await(t, a2).res
+	if took := time.Since(start); took < 80*time.Millisecond {
+		t.Fatalf("rebalance completed after %v, before the rebalance timeout", took)
+	}
+	if rc.err != nil || ra2.err != nil || rc.generation != 2 || len(ra2.members)+len(rc.members) != 2 {
+		t.Fatalf("after the timeout: %+v %+v", ra2, rc)
+	}
+	if err := gs.heartbeat("g", rb.memberID, nil, 1); err != kerr.UnknownMemberID {
+		t.Fatalf("the laggard still belongs to the group: %v", err)
+	}
+}
