@@ -292,6 +292,15 @@ type consumerHeartbeatRequest struct {
 	re                   *regexp.Regexp // compiled SubscribedTopicRegex
 }
 
+// consumerSessionTimeout is how long a consumer-group member may go without
+// a heartbeat.
+func (gs *groups) consumerSessionTimeout() time.Duration {
+	if gs.cfg.consumerSessionTimeout > 0 {
+		return gs.cfg.consumerSessionTimeout
+	}
+	return consumerSessionTimeout
+}
+
 // consumerHeartbeat handles a validated ConsumerGroupHeartbeat.
 func (gs *groups) consumerHeartbeat(req consumerHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
 	resp.HeartbeatIntervalMillis = int32(consumerHeartbeatInterval / time.Millisecond)
@@ -671,7 +680,7 @@ func (g *consumerGroup) nextAssignment(m *consumerMember, owned tpSet) {
 }
 
 func (g *consumerGroup) scheduleSession(m *consumerMember) {
-	g.schedule(&m.session, consumerSessionTimeout, func() {
+	g.schedule(&m.session, g.gs.consumerSessionTimeout(), func() {
 		if g.members[m.id] == m {
 			g.remove(m, "session timeout expired")
 		}

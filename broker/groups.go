@@ -42,6 +42,8 @@ type groupConfig struct {
 	minSessionTimeout     time.Duration // group.min.session.timeout.ms
 	maxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	maxSize               int           // group.max.size
+	// group.consumer.session.timeout.ms (KIP-848 groups); zero: Kafka's 45 s
+	consumerSessionTimeout time.Duration
 }
 
 // groups is the coordinator for every group: classic groups here, consumer
