@@ -187,10 +187,19 @@ func TestAutoCreateAndSQLDrop(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The catalog forgets the topic first, then closes and deletes its
+	// logs, so the directories go a moment after the metadata.
 	for p := 0; p < 4; p++ {
 		dir := filepath.Join(c.DataDir(), fmt.Sprintf("auto-%d", p))
-		if _, err := os.Stat(dir); !os.IsNotExist(err) {
-			t.Fatalf("log directory %s of the dropped topic still there (%v)", dir, err)
+		for {
+			_, err := os.Stat(dir)
+			if os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("log directory %s of the dropped topic still there (%v)", dir, err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	t.Logf("drop seen after %v", time.Since(dropped))
