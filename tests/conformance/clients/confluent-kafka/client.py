@@ -7,6 +7,7 @@ Usage: client.py --bootstrap HOST:PORT --prefix P --scenarios a,b,c
 """
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -21,28 +22,9 @@ BASE_TS = 1700000000000
 # librdkafka's positive error codes are the protocol's codes, but its names
 # are its own (UNKNOWN_TOPIC_OR_PART, MSG_SIZE_TOO_LARGE, ...): map the code
 # to the name the protocol uses (Kafka's Errors enum).
-PROTOCOL_NAMES = {
-    -1: "UNKNOWN_SERVER_ERROR", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE",
-    3: "UNKNOWN_TOPIC_OR_PARTITION", 4: "INVALID_FETCH_SIZE",
-    5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
-    7: "REQUEST_TIMED_OUT", 8: "BROKER_NOT_AVAILABLE",
-    9: "REPLICA_NOT_AVAILABLE", 10: "MESSAGE_TOO_LARGE",
-    13: "NETWORK_EXCEPTION", 15: "COORDINATOR_NOT_AVAILABLE",
-    16: "NOT_COORDINATOR", 17: "INVALID_TOPIC_EXCEPTION",
-    18: "RECORD_LIST_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS",
-    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 21: "INVALID_REQUIRED_ACKS",
-    29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
-    32: "INVALID_TIMESTAMP", 35: "UNSUPPORTED_VERSION",
-    36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS",
-    38: "INVALID_REPLICATION_FACTOR", 42: "INVALID_REQUEST",
-    43: "UNSUPPORTED_FOR_MESSAGE_FORMAT", 44: "POLICY_VIOLATION",
-    45: "OUT_OF_ORDER_SEQUENCE_NUMBER", 46: "DUPLICATE_SEQUENCE_NUMBER",
-    47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE",
-    49: "INVALID_PRODUCER_ID_MAPPING", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-    59: "UNKNOWN_PRODUCER_ID", 74: "FENCED_LEADER_EPOCH",
-    75: "UNKNOWN_LEADER_EPOCH", 76: "UNSUPPORTED_COMPRESSION_TYPE",
-    87: "INVALID_RECORD", 100: "UNKNOWN_TOPIC_ID",
-}
+# The error-name table is shared with the other Python clients.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from protocol_names import PROTOCOL_NAMES  # noqa: E402
 
 # librdkafka's local (negative) codes that stand for a protocol error.
 LOCAL_NAMES = {
