@@ -13,10 +13,10 @@ package broker
 //
 // Version notes:
 //   - v1: throttle; v3: flexible, client software fields, features:
-//     group.version supported 0-1 and finalized at 1 (the consumer group
-//     protocol is on, as in Kafka 4.x); Kafka's other features
-//     (metadata.version, kraft.version, transaction.version, ...) are not
-//     advertised
+//     group.version supported 0-1 and finalized at 1 unless UpdateFeatures
+//     changed it (the consumer group protocol is on, as in Kafka 4.x);
+//     Kafka's other features (metadata.version, kraft.version,
+//     transaction.version, ...) are not advertised (features.go)
 
 import (
 	"context"
@@ -40,15 +40,18 @@ func handleApiVersions(_ context.Context, b *Broker, _ *conn, req *kmsg.ApiVersi
 		resp.ApiKeys = append(resp.ApiKeys, k)
 	}
 	if req.Version >= 3 {
-		sf := kmsg.NewApiVersionsResponseSupportedFeature()
-		sf.Name, sf.MinVersion, sf.MaxVersion = "group.version", 0, 1
-		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
-		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "group.version", 1, 1
-		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
-		// Kafka's epoch is the metadata offset of the last feature
-		// change; ours never change.
-		resp.FinalizedFeaturesEpoch = 1
+		for _, f := range supportedFeatures {
+			sf := kmsg.NewApiVersionsResponseSupportedFeature()
+			sf.Name, sf.MinVersion, sf.MaxVersion = f.name, f.min, f.max
+			resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		}
+		names, levels, epoch := b.features.finalized()
+		for _, n := range names {
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = n, levels[n], levels[n]
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		}
+		resp.FinalizedFeaturesEpoch = epoch
 	}
 	return resp, nil
 }

@@ -17,6 +17,8 @@ package broker
 //   - GROUP_ID_NOT_FOUND for an unknown group when not joining, and for a
 //     classic group with members; an Empty classic group becomes a
 //     consumer group (its offsets stay)
+//   - UNSUPPORTED_VERSION while group.version is finalized at 0
+//     (UpdateFeatures), as Kafka answers when the protocol is disabled
 //
 // Version notes:
 //   - v1: SubscribedTopicRegex; the client generates the member id
@@ -32,6 +34,10 @@ import (
 func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, cc *conn, req *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	hreq := consumerHeartbeatRequest{ConsumerGroupHeartbeatRequest: req, clientID: cc.clientID, clientHost: clientHost(cc)}
+	if b.features.level("group.version") < 1 { // disabled with UpdateFeatures
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		return resp, nil
+	}
 	if err, msg := validateConsumerHeartbeat(req); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = err.Code, &msg
 		return resp, nil

@@ -32,6 +32,7 @@ type Broker struct {
 	groups    *groups
 	committer *committer
 	mirror    *mirror
+	features  featureLevels
 
 	// fatal is closed with fatalErr set when the broker must stop (a failed
 	// fsync): continuing could acknowledge data the kernel dropped.
@@ -79,6 +80,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return out
 	}
 	if err := b.catalog.start(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := b.features.load(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // topic is one row of kafgres.topic with its open partitions. A topic value
@@ -275,15 +275,12 @@ func (c *catalog) partition(name string, p int32) *partition {
 // one place) and reloads. A topic created concurrently by someone else is
 // not an error.
 func (c *catalog) create(ctx context.Context, name string, partitions int32) (*topic, error) {
-	_, err := c.b.pool.Exec(ctx, sqlCreateTopic, name, partitions)
-	var pgErr *pgconn.PgError
-	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") { // duplicate_object
-		return nil, fmt.Errorf("create topic %q: %w", name, err)
+	t, err := c.createTopic(ctx, name, partitions, nil)
+	var ae *adminError
+	if errors.As(err, &ae) && ae.err == kerr.TopicAlreadyExists {
+		return c.lookup(ctx, name), nil
 	}
-	if err := c.reload(ctx); err != nil {
-		return nil, err
-	}
-	return c.topicByName(name), nil
+	return t, err
 }
 
 // listen reloads the catalog whenever Postgres says topics changed, and

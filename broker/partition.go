@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -34,6 +35,17 @@ type partition struct {
 
 	watchMu  sync.Mutex
 	watchers map[chan struct{}]struct{}
+
+	// epochs is Kafka's leader epoch cache: where each leader epoch's
+	// batches start, oldest first, ending with this incarnation's epoch at
+	// the log end it found. Immutable after open: every later append is in
+	// the last epoch.
+	epochs []epochStart
+}
+
+type epochStart struct {
+	epoch int32
+	start int64
 }
 
 func (b *Broker) openPartition(t *topic, index int32, epoch int32) (*partition, error) {
@@ -62,10 +74,16 @@ func (b *Broker) openPartition(t *topic, index int32, epoch int32) (*partition, 
 	p.hw.Store(l.DurableEnd())
 	if err := l.ScanBatches(l.LogStartOffset(), func(h segment.BatchHeader) error {
 		p.producers.record(h, h.BaseOffset)
+		if n := len(p.epochs); n == 0 || h.LeaderEpoch > p.epochs[n-1].epoch {
+			p.epochs = append(p.epochs, epochStart{epoch: h.LeaderEpoch, start: h.BaseOffset})
+		}
 		return nil
 	}); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("rebuild producer state of %s-%d: %w", t.name, index, err)
+	}
+	if n := len(p.epochs); n == 0 || epoch > p.epochs[n-1].epoch {
+		p.epochs = append(p.epochs, epochStart{epoch: epoch, start: l.LogEndOffset()})
 	}
 	return p, nil
 }
@@ -159,4 +177,24 @@ func (p *partition) epochAt(offset, limit int64) int32 {
 		return p.epoch
 	}
 	return h.LeaderEpoch
+}
+
+// endOffsetForEpoch answers OffsetForLeaderEpoch as Kafka's
+// LeaderEpochFileCache.endOffsetFor does: the end of the requested epoch is
+// where the next higher epoch starts (the log end for the current epoch),
+// reported with the largest epoch not above the requested one; an epoch
+// above every known one is undefined (-1, -1).
+func (p *partition) endOffsetForEpoch(requested int32) (int32, int64) {
+	last := p.epochs[len(p.epochs)-1]
+	switch {
+	case requested < 0 || requested > last.epoch:
+		return -1, -1
+	case requested == last.epoch:
+		return last.epoch, p.log.LogEndOffset()
+	}
+	i := sort.Search(len(p.epochs), func(i int) bool { return p.epochs[i].epoch > requested })
+	if i == 0 {
+		return requested, p.epochs[0].start
+	}
+	return p.epochs[i-1].epoch, p.epochs[i].start
 }

@@ -18,8 +18,9 @@ type batchMeta struct {
 }
 
 type producerEntry struct {
-	epoch   int16
-	batches []batchMeta // oldest first, at most windowSize
+	epoch         int16
+	batches       []batchMeta // oldest first, at most windowSize
+	lastTimestamp int64       // max timestamp of the last batch (DescribeProducers)
 }
 
 // producerWindow is one partition's idempotent-producer state, following
@@ -83,4 +84,5 @@ func (w producerWindow) record(h segment.BatchHeader, baseOffset int64) {
 		e.batches = e.batches[:windowSize-1]
 	}
 	e.batches = append(e.batches, batchMeta{firstSeq: h.BaseSequence, lastSeq: lastSeq(h), firstOffset: baseOffset})
+	e.lastTimestamp = h.MaxTimestamp
 }

@@ -1,0 +1,81 @@
+package broker
+
+// CreatePartitions: v0-3
+//
+// Behavior:
+//   - grows a topic to Count partitions (kafgres_create_partitions); the
+//     new partitions are open when the answer is sent
+//   - INVALID_PARTITIONS when Count is not an increase, INVALID_REPLICA_-
+//     ASSIGNMENT when assignments do not match the new partitions or name
+//     another broker, UNKNOWN_TOPIC_OR_PARTITION for unknown topics,
+//     INVALID_REQUEST "Duplicate topic name." for a topic named twice
+//   - more than 10000 new partitions in one request: POLICY_VIOLATION
+//   - validateOnly runs every check and changes nothing
+//
+// Version notes:
+//   - v1: throttle; v2: flexible; v3: same as v2
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleCreatePartitions(ctx context.Context, b *Broker, _ *conn, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	counts := map[string]int{}
+	for _, rt := range req.Topics {
+		counts[rt.Topic]++
+	}
+	var dups []kmsg.CreatePartitionsResponseTopic
+	for _, rt := range req.Topics {
+		out := kmsg.NewCreatePartitionsResponseTopic()
+		out.Topic = rt.Topic
+		switch n := counts[rt.Topic]; {
+		case n == 0:
+			continue
+		case n > 1:
+			counts[rt.Topic] = 0
+			out.ErrorCode, out.ErrorMessage = b.codeAndMessage("", newAdminError(kerr.InvalidRequest, "Duplicate topic name."))
+			dups = append(dups, out)
+			continue
+		}
+		out.ErrorCode, out.ErrorMessage = b.codeAndMessage("create partitions", b.createPartitions(ctx, rt, req.ValidateOnly))
+		resp.Topics = append(resp.Topics, out)
+	}
+	resp.Topics = append(resp.Topics, dups...)
+	return resp, nil
+}
+
+func (b *Broker) createPartitions(ctx context.Context, rt kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+	t := b.catalog.lookup(ctx, rt.Topic)
+	if t == nil {
+		return kerr.UnknownTopicOrPartition
+	}
+	current := int32(len(t.parts))
+	if rt.Count <= current {
+		return newAdminError(kerr.InvalidPartitions, "The topic %s currently has %d partition(s); %d would not be an increase.", rt.Topic, current, rt.Count)
+	}
+	if rt.Count-current > maxPartitionsPerRequest {
+		return newAdminError(kerr.PolicyViolation, "Excessively large number of additional partitions per request.")
+	}
+	if rt.Assignment != nil {
+		if len(rt.Assignment) != int(rt.Count-current) {
+			return newAdminError(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", rt.Count-current, len(rt.Assignment))
+		}
+		for _, a := range rt.Assignment {
+			if err := b.checkAssignment(a.Replicas); err != nil {
+				return err
+			}
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	if err := b.catalog.createPartitions(ctx, rt.Topic, rt.Count); err != nil {
+		return err
+	}
+	b.log.Info("partitions created", "topic", rt.Topic, "partitions", rt.Count)
+	return nil
+}

@@ -1,0 +1,129 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// feature is one feature flag kafgres supports, with the levels it can be
+// finalized at and the level it is finalized at when nobody changed it.
+type feature struct {
+	name     string
+	min, max int16
+	dflt     int16
+}
+
+// supportedFeatures are the features kafgres implements. Kafka 4.4 also
+// lists metadata.version, kraft.version, transaction.version,
+// share.version, streams.version and eligible.leader.replicas.version;
+// their levels describe machinery kafgres does not have, so advertising
+// them would promise behaviour it cannot give (docs/conformance.md).
+var supportedFeatures = []feature{
+	// group.version 1 turns on the KIP-848 consumer group protocol.
+	{name: "group.version", min: 0, max: 1, dflt: 1},
+}
+
+func lookupFeature(name string) (feature, bool) {
+	for _, f := range supportedFeatures {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return feature{}, false
+}
+
+// featureLevels holds the finalized level of every supported feature,
+// loaded from kafgres.feature at start and written through on change.
+type featureLevels struct {
+	mu     sync.RWMutex
+	levels map[string]int16
+	epoch  int64 // FinalizedFeaturesEpoch: bumped by every change
+}
+
+const (
+	sqlLoadFeatures  = `SELECT name, level FROM kafgres.feature`
+	sqlUpsertFeature = `INSERT INTO kafgres.feature (name, level) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET level = excluded.level`
+)
+
+func (fl *featureLevels) load(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) error {
+	levels := map[string]int16{}
+	for _, f := range supportedFeatures {
+		levels[f.name] = f.dflt
+	}
+	rows, err := q.Query(ctx, sqlLoadFeatures)
+	if err != nil {
+		return fmt.Errorf("load features: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var level int16
+		if err := rows.Scan(&name, &level); err != nil {
+			return fmt.Errorf("scan feature: %w", err)
+		}
+		if _, ok := lookupFeature(name); ok {
+			levels[name] = level
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load features: %w", err)
+	}
+	fl.mu.Lock()
+	fl.levels, fl.epoch = levels, 1
+	fl.mu.Unlock()
+	return nil
+}
+
+// level is the finalized level of name (0: disabled or unknown).
+func (fl *featureLevels) level(name string) int16 {
+	fl.mu.RLock()
+	defer fl.mu.RUnlock()
+	return fl.levels[name]
+}
+
+// finalized returns the features with a level above 0, sorted by name, and
+// the epoch.
+func (fl *featureLevels) finalized() ([]string, map[string]int16, int64) {
+	fl.mu.RLock()
+	defer fl.mu.RUnlock()
+	var names []string
+	out := map[string]int16{}
+	for n, l := range fl.levels {
+		if l > 0 {
+			names = append(names, n)
+			out[n] = l
+		}
+	}
+	sort.Strings(names)
+	return names, out, fl.epoch
+}
+
+// set stores new levels in one transaction and then publishes them.
+func (fl *featureLevels) set(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, updates map[string]int16) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		for name, level := range updates {
+			if _, err := tx.Exec(ctx, sqlUpsertFeature, name, level); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store features: %w", err)
+	}
+	fl.mu.Lock()
+	for name, level := range updates {
+		fl.levels[name] = level
+	}
+	fl.epoch++
+	fl.mu.Unlock()
+	return nil
+}

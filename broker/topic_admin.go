@@ -1,0 +1,187 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// adminError is a client-visible failure of one resource in an admin
+// request: the Kafka error and the message Kafka puts next to it.
+type adminError struct {
+	err *kerr.Error
+	msg string
+}
+
+func (e *adminError) Error() string { return e.msg }
+
+func newAdminError(err *kerr.Error, format string, args ...any) *adminError {
+	return &adminError{err: err, msg: fmt.Sprintf(format, args...)}
+}
+
+// codeAndMessage splits err into what a response carries. Anything that
+// is not an adminError is a server-side failure; its text stays in our
+// log, not on the wire.
+func (b *Broker) codeAndMessage(op string, err error) (int16, *string) {
+	if err == nil {
+		return 0, nil
+	}
+	var ae *adminError
+	if errors.As(err, &ae) {
+		msg := ae.msg
+		return ae.err.Code, &msg
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code, nil
+	}
+	b.log.Error(op, "err", err)
+	return kerr.UnknownServerError.Code, nil
+}
+
+// maxPartitionsPerRequest is Kafka's cap on the partitions one CreateTopics
+// or CreatePartitions request may create (QuorumController's
+// MAX_RECORDS_PER_USER_OP).
+const maxPartitionsPerRequest = 10000
+
+// checkTopicName gives Kafka's INVALID_TOPIC_EXCEPTION messages
+// (org.apache.kafka.common.internals.Topic.validate).
+func checkTopicName(name string) error {
+	switch {
+	case name == "":
+		return newAdminError(kerr.InvalidTopicException, "Topic name is invalid: the empty string is not allowed")
+	case name == "." || name == "..":
+		return newAdminError(kerr.InvalidTopicException, "Topic name is invalid: '%s' is not allowed", name)
+	case len(name) > 249:
+		return newAdminError(kerr.InvalidTopicException, "Topic name is invalid: the length of '%s' is longer than the max allowed length 249", name)
+	case !validTopicName(name):
+		return newAdminError(kerr.InvalidTopicException, "Topic name is invalid: '%s' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'", name)
+	}
+	return nil
+}
+
+// collisionKey folds the characters Kafka's metric names cannot tell apart:
+// "a.b" and "a_b" may not both exist.
+func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// collidingTopic returns an existing topic whose name differs from name
+// only in '.' versus '_', or "".
+func (c *catalog) collidingTopic(name string) string {
+	key := collisionKey(name)
+	for _, t := range c.topics() {
+		if t.name != name && collisionKey(t.name) == key {
+			return t.name
+		}
+	}
+	return ""
+}
+
+// checkAssignment validates a manual replica assignment: on a one-broker
+// cluster every replica list must be exactly this broker.
+func (b *Broker) checkAssignment(replicas []int32) error {
+	if len(replicas) == 0 {
+		return newAdminError(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
+	}
+	seen := map[int32]bool{}
+	for _, r := range replicas {
+		if seen[r] {
+			return newAdminError(kerr.InvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", r)
+		}
+		seen[r] = true
+	}
+	for _, r := range replicas {
+		if r != b.cfg.NodeID {
+			return newAdminError(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered.", r)
+		}
+	}
+	return nil
+}
+
+// checkReplicationFactor gives Kafka's answers for a replication factor on
+// a one-broker cluster; -1 is the default (1).
+func checkReplicationFactor(rf int16) error {
+	switch {
+	case rf == -1 || rf == 1:
+		return nil
+	case rf <= 0:
+		return newAdminError(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
+	default:
+		return newAdminError(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered or some brokers have all their log directories cordoned.", rf, rf)
+	}
+}
+
+const (
+	sqlCreatePartitions = `SELECT kafgres_create_partitions($1, $2)`
+	sqlDropTopic        = `SELECT kafgres_drop_topic($1)`
+)
+
+// createTopic creates a topic with its config overrides in one transaction
+// and reloads, so the topic is served when the caller answers.
+func (c *catalog) createTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (*topic, error) {
+	err := pgx.BeginFunc(ctx, c.b.pool, func(tx pgx.Tx) error {
+		var id int64
+		if err := tx.QueryRow(ctx, sqlCreateTopic, name, partitions).Scan(&id); err != nil {
+			return err
+		}
+		return insertTopicConfigs(ctx, tx, id, configs)
+	})
+	if err != nil {
+		if pgCode(err) == "42710" { // duplicate_object: created concurrently
+			return nil, newAdminError(kerr.TopicAlreadyExists, "Topic '%s' already exists.", name)
+		}
+		return nil, fmt.Errorf("create topic %q: %w", name, err)
+	}
+	if err := c.reload(ctx); err != nil {
+		return nil, err
+	}
+	return c.topicByName(name), nil
+}
+
+// dropTopic deletes a topic in Postgres; the reload closes its partitions
+// and removes its log.
+func (c *catalog) dropTopic(ctx context.Context, name string) error {
+	if _, err := c.b.pool.Exec(ctx, sqlDropTopic, name); err != nil {
+		if pgCode(err) == "42704" { // undefined_object: dropped concurrently
+			return kerr.UnknownTopicOrPartition
+		}
+		return fmt.Errorf("drop topic %q: %w", name, err)
+	}
+	return c.reload(ctx)
+}
+
+// createPartitions grows a topic to count partitions.
+func (c *catalog) createPartitions(ctx context.Context, name string, count int32) error {
+	if _, err := c.b.pool.Exec(ctx, sqlCreatePartitions, name, count); err != nil {
+		switch pgCode(err) {
+		case "42704":
+			return kerr.UnknownTopicOrPartition
+		case "22023": // grown concurrently past count
+			return newAdminError(kerr.InvalidPartitions, "Topic %s partition count changed concurrently.", name)
+		}
+		return fmt.Errorf("create partitions of %q: %w", name, err)
+	}
+	return c.reload(ctx)
+}
+
+// pgCode is the SQLSTATE of a Postgres error, or "".
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// partition returns partition i of t, or nil when t is nil (an unknown
+// topic) or has no partition i.
+func (t *topic) partition(i int32) *partition {
+	if t == nil || i < 0 || int(i) >= len(t.parts) {
+		return nil
+	}
+	return t.parts[i]
+}
