@@ -9,7 +9,9 @@ package broker
 //     partition failed, as Kafka does, so the client notices
 //   - exactly one v2 batch per partition, CRC-32C checked, stored byte for
 //     byte (any codec); only baseOffset and partitionLeaderEpoch are stamped
-//   - batches over max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or framing:
+//   - topics with message.timestamp.type=LogAppendTime get the broker's
+//     clock as batch timestamp (CRC recomputed), also in the answer
+//   - batches over the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or framing:
 //     CORRUPT_MESSAGE; more than one batch: INVALID_RECORD
 //   - idempotent producers: a duplicate of one of the last 5 batches is
 //     answered with its original offset, a gap with OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -26,6 +28,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -54,7 +57,7 @@ func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRe
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 			p, err := b.producePartition(req, t, rp)
 			if err == nil && p != nil {
-				sp.BaseOffset = p.base
+				sp.BaseOffset, sp.LogAppendTime = p.base, p.logAppendTime
 				sp.LogStartOffset = p.part.log.LogStartOffset()
 				if req.Acks != 0 {
 					last = b.committer.enqueue(p.part)
@@ -84,8 +87,9 @@ func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRe
 }
 
 type appended struct {
-	part *partition
-	base int64
+	part          *partition
+	base          int64
+	logAppendTime int64 // -1 unless the topic uses LogAppendTime
 }
 
 // producePartition validates and appends one partition's records. Errors are
@@ -100,7 +104,9 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, t *topic, rp kmsg.Pr
 		return nil, kerr.UnknownTopicID
 	case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
 		return nil, kerr.UnknownTopicOrPartition
-	case len(rp.Records) > int(b.cfg.MaxMessageBytes):
+	}
+	settings := b.topicSettings(t)
+	if len(rp.Records) > int(settings.maxMessageBytes) {
 		return nil, kerr.MessageTooLarge
 	}
 	h, err := segment.ParseBatchHeader(rp.Records)
@@ -119,6 +125,17 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, t *topic, rp kmsg.Pr
 	if h.Attributes&0x10 != 0 {
 		return nil, kerr.InvalidTxnState
 	}
+	appendTime := int64(-1)
+	if settings.logAppendTime {
+		// Kafka's LogValidator: the broker's clock becomes the batch's
+		// timestamp; the records keep theirs, but readers use the batch's.
+		appendTime = time.Now().UnixMilli()
+		if err := segment.SetLogAppendTime(rp.Records, appendTime); err != nil {
+			return nil, kerr.CorruptMessage
+		}
+		h.Attributes |= 0x08
+		h.MaxTimestamp = appendTime
+	}
 	p := t.parts[rp.Partition]
 	res := p.append(rp.Records, h)
 	var ke *kerr.Error
@@ -129,5 +146,5 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, t *topic, rp kmsg.Pr
 	if res.err != nil {
 		return nil, res.err
 	}
-	return &appended{part: p, base: res.baseOffset}, nil
+	return &appended{part: p, base: res.baseOffset, logAppendTime: appendTime}, nil
 }

@@ -114,6 +114,7 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 	run(b.committer.run)
 	run(b.mirror.run)
 	run(b.catalog.listen)
+	run(b.retain)
 	run(func(ctx context.Context) {
 		select {
 		case <-ctx.Done():

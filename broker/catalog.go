@@ -177,7 +177,6 @@ func (c *catalog) reload(ctx context.Context) error {
 	}
 
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.byName = make(map[string]*topic, len(next))
 	c.byID = make(map[[16]byte]*topic, len(next))
 	for _, t := range next {
@@ -186,6 +185,8 @@ func (c *catalog) reload(ctx context.Context) error {
 		c.byName[t.name] = t
 		c.byID[t.uuid] = t
 	}
+	c.mu.Unlock()
+	c.b.applySegmentLimits(next)
 	return nil
 }
 

@@ -26,6 +26,10 @@ type Config struct {
 	SegmentBytes    int64         // log.segment.bytes
 	MirrorInterval  time.Duration // how often log ends are copied into Postgres
 
+	// RetentionCheckInterval is log.retention.check.interval.ms: how often
+	// segments past their topic's retention.ms/retention.bytes go.
+	RetentionCheckInterval time.Duration
+
 	// Consumer groups. GroupInitialRebalanceDelay is
 	// group.initial.rebalance.delay.ms: zero means Kafka's default (3 s),
 	// a negative value no delay.
@@ -51,6 +55,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MirrorInterval == 0 {
 		c.MirrorInterval = 5 * time.Millisecond
+	}
+	if c.RetentionCheckInterval == 0 {
+		c.RetentionCheckInterval = 5 * time.Minute
 	}
 	if c.DefaultPartition == 0 {
 		c.DefaultPartition = 1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
@@ -44,6 +45,14 @@ func (b *Broker) AppendSourced(topic string, partition int32, batches []segment.
 	p := b.catalog.partition(topic, partition)
 	if p == nil {
 		return nil, fmt.Errorf("%w %s-%d", errUnknownTopic, topic, partition)
+	}
+	if t := b.catalog.topicByName(topic); t != nil && b.topicSettings(t).logAppendTime {
+		now := time.Now().UnixMilli()
+		for _, sb := range batches {
+			if err := segment.SetLogAppendTime(sb.Batch, now); err != nil {
+				return nil, fmt.Errorf("stamp log append time on %s-%d: %w", topic, partition, err)
+			}
+		}
 	}
 	p.mu.Lock()
 	_, err := p.log.AppendSourced(batches, p.epoch)

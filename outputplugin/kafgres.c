@@ -15,6 +15,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
@@ -40,6 +42,7 @@ int			kafgres_default_partitions = 1;
 int			kafgres_group_initial_rebalance_delay = 3000;
 bool		kafgres_fsync = true;
 int			kafgres_max_message_bytes = 1048588;
+int			kafgres_log_retention_check_interval = 300000;
 
 void
 _PG_init(void)
@@ -161,6 +164,14 @@ _PG_init(void)
 							&kafgres_max_message_bytes,
 							1048588, 1024, MaxAllocSize / 2,
 							PGC_SIGHUP, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.log_retention_check_interval",
+							"How often the broker deletes log segments that topics' retention.ms or retention.bytes no longer keep.",
+							"Kafka's log.retention.check.interval.ms.",
+							&kafgres_log_retention_check_interval,
+							300000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("kafgres");

@@ -26,6 +26,7 @@ extern int	kafgres_default_partitions;
 extern int	kafgres_group_initial_rebalance_delay;
 extern bool kafgres_fsync;
 extern int	kafgres_max_message_bytes;
+extern int	kafgres_log_retention_check_interval;
 
 /* supervisor.c */
 extern void kafgres_register_supervisor(void);

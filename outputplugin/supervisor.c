@@ -336,6 +336,8 @@ build_broker_command(void)
 								  kafgres_default_partitions));
 	args = lappend(args, psprintf("--group-initial-rebalance-delay=%dms",
 								  kafgres_group_initial_rebalance_delay));
+	args = lappend(args, psprintf("--log-retention-check-interval=%dms",
+								  kafgres_log_retention_check_interval));
 	args = lappend(args, psprintf("--fsync=%s", kafgres_fsync ? "true" : "false"));
 	args = lappend(args, psprintf("--liveness-fd=%d", LIVENESS_FD));
 

@@ -50,6 +50,7 @@ func run() error {
 	flag.IntVar(&partitions, "default-partitions", 1, "partitions of auto-created topics")
 	flag.BoolVar(&cfg.Fsync, "fsync", true, "fsync the log before acknowledging produces")
 	flag.DurationVar(&groupDelay, "group-initial-rebalance-delay", 3*time.Second, "how long a new consumer group waits for more members before its first rebalance (Kafka's group.initial.rebalance.delay.ms); 0 for none")
+	flag.DurationVar(&cfg.RetentionCheckInterval, "log-retention-check-interval", 5*time.Minute, "how often segments past their topic's retention are deleted (Kafka's log.retention.check.interval.ms)")
 	flag.IntVar(&liveFD, "liveness-fd", -1, "exit when this inherited fd reaches EOF (set by the supervisor)")
 	flag.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	flag.Parse()
