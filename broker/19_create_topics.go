@@ -32,29 +32,21 @@ import (
 
 func handleCreateTopics(ctx context.Context, b *Broker, _ *conn, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-	counts := map[string]int{}
 	total := 0
 	for _, rt := range req.Topics {
-		counts[rt.Topic]++
 		total += b.requestedPartitions(rt)
 	}
-	var dups []kmsg.CreateTopicsResponseTopic
-	for _, rt := range req.Topics {
-		switch n := counts[rt.Topic]; {
-		case n == 0: // a duplicate already answered
-			continue
-		case n > 1:
-			dups = append(dups, createTopicError(rt.Topic, newAdminError(kerr.InvalidRequest, "Duplicate topic name."), b))
-			counts[rt.Topic] = 0
-			continue
-		}
+	unique, dups := splitDuplicates(req.Topics, func(rt kmsg.CreateTopicsRequestTopic) string { return rt.Topic })
+	for _, rt := range unique {
 		if total > maxPartitionsPerRequest {
 			resp.Topics = append(resp.Topics, createTopicError(rt.Topic, newAdminError(kerr.PolicyViolation, "Excessively large number of partitions per request."), b))
 			continue
 		}
 		resp.Topics = append(resp.Topics, b.createTopic(ctx, req, rt))
 	}
-	resp.Topics = append(resp.Topics, dups...)
+	for _, rt := range dups {
+		resp.Topics = append(resp.Topics, createTopicError(rt.Topic, errDuplicateTopic, b))
+	}
 	return resp, nil
 }
 

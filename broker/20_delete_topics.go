@@ -32,28 +32,15 @@ func handleDeleteTopics(ctx context.Context, b *Broker, _ *conn, req *kmsg.Delet
 			reqs = append(reqs, rt)
 		}
 	}
-	counts := map[string]int{}
-	for _, rt := range reqs {
-		if rt.Topic != nil {
-			counts[*rt.Topic]++
+	unique, dups := splitDuplicates(reqs, func(rt kmsg.DeleteTopicsRequestTopic) string {
+		if rt.Topic == nil {
+			return "id:" + string(rt.TopicID[:])
 		}
-	}
-	var dups []kmsg.DeleteTopicsResponseTopic
-	for _, rt := range reqs {
+		return *rt.Topic
+	})
+	answer := func(rt kmsg.DeleteTopicsRequestTopic, t *topic, err error) {
 		out := kmsg.NewDeleteTopicsResponseTopic()
 		out.Topic, out.TopicID = rt.Topic, rt.TopicID
-		if rt.Topic != nil {
-			switch n := counts[*rt.Topic]; {
-			case n == 0:
-				continue
-			case n > 1:
-				counts[*rt.Topic] = 0
-				out.ErrorCode, out.ErrorMessage = b.codeAndMessage("", newAdminError(kerr.InvalidRequest, "Duplicate topic name."))
-				dups = append(dups, out)
-				continue
-			}
-		}
-		t, err := b.deleteTopic(ctx, rt)
 		if t != nil {
 			name := t.name
 			out.Topic, out.TopicID = &name, t.uuid
@@ -61,7 +48,13 @@ func handleDeleteTopics(ctx context.Context, b *Broker, _ *conn, req *kmsg.Delet
 		out.ErrorCode, out.ErrorMessage = b.codeAndMessage("delete topic", err)
 		resp.Topics = append(resp.Topics, out)
 	}
-	resp.Topics = append(resp.Topics, dups...)
+	for _, rt := range unique {
+		t, err := b.deleteTopic(ctx, rt)
+		answer(rt, t, err)
+	}
+	for _, rt := range dups {
+		answer(rt, nil, errDuplicateTopic)
+	}
 	if req.Version < 5 {
 		for i := range resp.Topics {
 			resp.Topics[i].ErrorMessage = nil

@@ -24,27 +24,19 @@ import (
 
 func handleCreatePartitions(ctx context.Context, b *Broker, _ *conn, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	counts := map[string]int{}
-	for _, rt := range req.Topics {
-		counts[rt.Topic]++
-	}
-	var dups []kmsg.CreatePartitionsResponseTopic
-	for _, rt := range req.Topics {
+	unique, dups := splitDuplicates(req.Topics, func(rt kmsg.CreatePartitionsRequestTopic) string { return rt.Topic })
+	answer := func(rt kmsg.CreatePartitionsRequestTopic, err error) {
 		out := kmsg.NewCreatePartitionsResponseTopic()
 		out.Topic = rt.Topic
-		switch n := counts[rt.Topic]; {
-		case n == 0:
-			continue
-		case n > 1:
-			counts[rt.Topic] = 0
-			out.ErrorCode, out.ErrorMessage = b.codeAndMessage("", newAdminError(kerr.InvalidRequest, "Duplicate topic name."))
-			dups = append(dups, out)
-			continue
-		}
-		out.ErrorCode, out.ErrorMessage = b.codeAndMessage("create partitions", b.createPartitions(ctx, rt, req.ValidateOnly))
+		out.ErrorCode, out.ErrorMessage = b.codeAndMessage("create partitions", err)
 		resp.Topics = append(resp.Topics, out)
 	}
-	resp.Topics = append(resp.Topics, dups...)
+	for _, rt := range unique {
+		answer(rt, b.createPartitions(ctx, rt, req.ValidateOnly))
+	}
+	for _, rt := range dups {
+		answer(rt, errDuplicateTopic)
+	}
 	return resp, nil
 }
 

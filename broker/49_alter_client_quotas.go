@@ -32,12 +32,8 @@ func handleAlterClientQuotas(ctx context.Context, b *Broker, _ *conn, req *kmsg.
 		}
 		return e
 	}
-	counts := map[string]int{}
-	for _, in := range req.Entries {
-		counts[entityOf(in).key()]++
-	}
-	var dups, rest []kmsg.AlterClientQuotasResponseEntry
-	for _, in := range req.Entries {
+	unique, dups := splitDuplicates(req.Entries, func(in kmsg.AlterClientQuotasRequestEntry) string { return entityOf(in).key() })
+	answer := func(in kmsg.AlterClientQuotasRequestEntry, err error) {
 		e := entityOf(in)
 		out := kmsg.NewAlterClientQuotasResponseEntry()
 		for _, typ := range e.types() {
@@ -45,19 +41,16 @@ func handleAlterClientQuotas(ctx context.Context, b *Broker, _ *conn, req *kmsg.
 			oe.Type, oe.Name = typ, e[typ]
 			out.Entity = append(out.Entity, oe)
 		}
-		switch n := counts[e.key()]; {
-		case n == 0:
-			continue
-		case n > 1:
-			counts[e.key()] = 0
-			out.ErrorCode, out.ErrorMessage = b.codeAndMessage("", newAdminError(kerr.InvalidRequest, "Ignoring duplicate entity %s", e))
-			dups = append(dups, out)
-			continue
-		}
-		out.ErrorCode, out.ErrorMessage = b.codeAndMessage("alter client quotas", b.alterQuotaEntry(ctx, e, in.Ops, req.ValidateOnly))
-		rest = append(rest, out)
+		out.ErrorCode, out.ErrorMessage = b.codeAndMessage("alter client quotas", err)
+		resp.Entries = append(resp.Entries, out)
 	}
-	resp.Entries = append(dups, rest...)
+	// Kafka reports duplicated entities first.
+	for _, in := range dups {
+		answer(in, newAdminError(kerr.InvalidRequest, "Ignoring duplicate entity %s", entityOf(in)))
+	}
+	for _, in := range unique {
+		answer(in, b.alterQuotaEntry(ctx, entityOf(in), in.Ops, req.ValidateOnly))
+	}
 	return resp, nil
 }
 

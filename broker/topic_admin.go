@@ -44,6 +44,9 @@ func (b *Broker) codeAndMessage(op string, err error) (int16, *string) {
 	return kerr.UnknownServerError.Code, nil
 }
 
+// errDuplicateTopic answers a topic named more than once in one request.
+var errDuplicateTopic = newAdminError(kerr.InvalidRequest, "Duplicate topic name.")
+
 // maxPartitionsPerRequest is Kafka's cap on the partitions one CreateTopics
 // or CreatePartitions request may create (QuorumController's
 // MAX_RECORDS_PER_USER_OP).
@@ -184,4 +187,24 @@ func (t *topic) partition(i int32) *partition {
 		return nil
 	}
 	return t.parts[i]
+}
+
+// splitDuplicates separates the items whose name appears once from those
+// named more than once (the first of each such name). Kafka answers the
+// latter with one INVALID_REQUEST each, after all the others.
+func splitDuplicates[T any](items []T, name func(T) string) (unique, dups []T) {
+	counts := make(map[string]int, len(items))
+	for _, it := range items {
+		counts[name(it)]++
+	}
+	for _, it := range items {
+		switch n := counts[name(it)]; {
+		case n == 1:
+			unique = append(unique, it)
+		case n > 1:
+			dups = append(dups, it)
+			counts[name(it)] = 0
+		}
+	}
+	return unique, dups
 }
