@@ -48,6 +48,10 @@ const (
 	attrLogAppendTime   = 0x08
 	attrTransactional   = 0x10
 	attrControl         = 0x20
+	attrDeleteHorizon   = 0x40
+
+	// attrKnown are the bits Kafka keeps when it rewrites the attributes.
+	attrKnown = attrCompressionMask | attrLogAppendTime | attrTransactional | attrControl | attrDeleteHorizon
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -140,6 +144,33 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 	return h, nil
 }
 
+// SetLogAppendTime marks a v2 batch as carrying LogAppendTime ts, as Kafka's
+// DefaultRecordBatch.setMaxTimestamp(LOG_APPEND_TIME, ts) does for topics
+// with message.timestamp.type=LogAppendTime: the timestamp-type attribute bit
+// is set, the MaxTimestamp field becomes ts and the CRC is recomputed. The
+// first timestamp and the records are untouched; readers take ts as every
+// record's timestamp. Like Kafka, it rebuilds the attributes from the bits
+// it knows (compression, timestamp type, transactional, control, delete
+// horizon), clearing the unused ones, and leaves a batch that already says
+// exactly this alone.
+func SetLogAppendTime(batch []byte, ts int64) error {
+	h, err := ParseBatchHeader(batch)
+	if err != nil {
+		return fmt.Errorf("set log append time: %w", err)
+	}
+	if int(h.Length) != len(batch) {
+		return fmt.Errorf("set log append time: %w: header says %d bytes, got %d", ErrCorruptBatch, h.Length, len(batch))
+	}
+	if h.Attributes&attrLogAppendTime != 0 && h.MaxTimestamp == ts {
+		return nil
+	}
+	be := binary.BigEndian
+	be.PutUint16(batch[offAttributes:], uint16(h.Attributes&attrKnown|attrLogAppendTime))
+	be.PutUint64(batch[offMaxTimestamp:], uint64(ts))
+	be.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], castagnoli))
+	return nil
+}
+
 // stamp writes the broker-assigned fields. Both lie outside the CRC, so the
 // batch stays valid.
 func stamp(b []byte, baseOffset int64, leaderEpoch int32) {
@@ -150,7 +181,7 @@ func stamp(b []byte, baseOffset int64, leaderEpoch int32) {
 // findRecord returns the offset and timestamp of the first record in batch
 // for which match returns true. records is the (decompressed) record section
 // of the batch, h its header.
-func findRecord(h BatchHeader, records []byte, match func(ts int64) bool) (offset, ts int64, ok bool, err error) {
+func findRecord(h BatchHeader, records []byte, match func(offset, ts int64) bool) (offset, ts int64, ok bool, err error) {
 	for i := int32(0); i < h.NumRecords; i++ {
 		length, n := binary.Varint(records)
 		if n <= 0 || length < 0 || int64(len(records)-n) < length {
@@ -176,7 +207,7 @@ func findRecord(h BatchHeader, records []byte, match func(ts int64) bool) (offse
 			// whatever the producer put in the deltas.
 			ts = h.MaxTimestamp
 		}
-		if match(ts) {
+		if match(h.BaseOffset+offDelta, ts) {
 			return h.BaseOffset + offDelta, ts, true, nil
 		}
 	}

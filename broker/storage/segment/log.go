@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,6 +41,10 @@ type Options struct {
 	now         func() time.Time // test hook for segment rolling by age
 	beforeFsync func()           // test hook: runs in Sync after it has chosen what to claim
 
+	// afterSnapshot is a test hook that runs right after a reader has
+	// taken (and referenced) its views.
+	afterSnapshot func()
+
 	// Test hooks for the order of durable writes in AppendSourced.
 	beforeBatchWrite func(base int64)     // runs before a batch's bytes are written
 	syncSourceIndex  func(*os.File) error // replaces the source index fsync
@@ -49,11 +54,16 @@ type Options struct {
 	sourceIndexMaxBytes int64
 }
 
-// Log is one partition's segment log. Append, Sync and the readers may be
-// called concurrently.
+// Log is one partition's segment log. Append, Sync, the readers and the
+// deleting calls (DeleteRecordsBefore, ApplyRetention) may be called
+// concurrently.
 type Log struct {
 	opts   Options
 	logger *slog.Logger
+
+	// startMu serialises the calls that advance the log start offset, so
+	// that the checkpoint can be written without holding mu.
+	startMu sync.Mutex
 
 	// syncMu serialises Sync and Close so that an fsync never races with the
 	// files being closed, without holding mu (and blocking Append) while the
@@ -62,6 +72,7 @@ type Log struct {
 
 	mu        sync.RWMutex
 	segs      []*segment // sorted by base offset; the last one is active
+	start     int64      // log start offset: in the first segment, or its end
 	end       int64      // next offset to assign
 	durable   int64      // end of the last successful Sync
 	dirGen    uint64     // bumped whenever a segment file is created
@@ -77,6 +88,14 @@ type segment struct {
 	log  *os.File
 	idx  *os.File
 	tidx *os.File
+
+	// refs is one for the Log while the segment is in Log.segs plus one per
+	// reader (or Sync) using its files without holding Log.mu. Deleting the
+	// segment drops the Log's reference; whoever drops the last one closes
+	// the files, so a reader never finds them closed under it. (Log.Close
+	// closes the files of live segments at once: reads in flight then fail
+	// with ErrClosed.)
+	refs atomic.Int32
 
 	// st changes only while the segment is active, under Log.mu; readers
 	// work on copies taken under the lock.
@@ -100,6 +119,22 @@ type segState struct {
 	sinceIndex    int   // bytes appended since the last index entry
 	created       time.Time
 	sealed        bool
+}
+
+func newSegment(base int64) *segment {
+	s := &segment{base: base, st: newSegState(base)}
+	s.refs.Store(1)
+	return s
+}
+
+func (s *segment) acquire() { s.refs.Add(1) }
+
+// release drops a reference and closes the files if it was the last one.
+func (s *segment) release() error {
+	if s.refs.Add(-1) == 0 {
+		return s.close()
+	}
+	return nil
 }
 
 func newSegState(base int64) segState {
@@ -183,7 +218,7 @@ func (s *segment) close() error {
 
 // createSegment creates empty files for a new segment at base.
 func createSegment(dir string, base int64) (*segment, error) {
-	s := &segment{base: base, st: newSegState(base)}
+	s := newSegment(base)
 	var err error
 	// O_EXCL on the log: a segment file already at this offset would mean
 	// the offsets bookkeeping is wrong, and overwriting it would lose data.
@@ -350,7 +385,10 @@ func (l *Log) Sync() (int64, error) {
 	}
 	target, durable, seg := l.end, l.durable, l.active()
 	dirGen, dirSynced := l.dirGen, l.dirSynced
+	// The segment may be rolled and then deleted while it is fsynced.
+	seg.acquire()
 	l.mu.RUnlock()
+	defer l.releaseSegment(seg)
 
 	if target == durable && dirGen == dirSynced {
 		return durable, nil
@@ -398,11 +436,12 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// LogStartOffset is the base offset of the first segment.
+// LogStartOffset is the first offset that may be read: the base of the
+// first segment, or later after DeleteRecordsBefore.
 func (l *Log) LogStartOffset() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.segs[0].base
+	return l.start
 }
 
 // LogEndOffset is the next offset to assign.
@@ -425,6 +464,41 @@ func (l *Log) Segments() int {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return len(l.segs)
+}
+
+// Size is the number of bytes in the log's segment files (the .log files,
+// not the indexes), as Kafka reports a partition's size.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.st.size
+	}
+	return n
+}
+
+// segmentLimits applies the defaults and bounds of the roll limits.
+func segmentLimits(segmentBytes, segmentMs int64) (int64, int64) {
+	if segmentBytes <= 0 {
+		segmentBytes = DefaultSegmentBytes
+	}
+	// Index entries store file positions in 32 bits.
+	segmentBytes = min(segmentBytes, math.MaxInt32)
+	if segmentMs <= 0 {
+		segmentMs = DefaultSegmentMs
+	}
+	return segmentBytes, segmentMs
+}
+
+// SetSegmentLimits changes the roll limits (Kafka's segment.bytes and
+// segment.ms) of an open log; values <= 0 mean the defaults. They apply from
+// the next append on.
+func (l *Log) SetSegmentLimits(segmentBytes, segmentMs int64) {
+	segmentBytes, segmentMs = segmentLimits(segmentBytes, segmentMs)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opts.SegmentBytes, l.opts.SegmentMs = segmentBytes, segmentMs
 }
 
 // Close writes the active segment's indexes, fsyncs it when Fsync is set and
@@ -488,18 +562,39 @@ func (v *segView) timeIndex() indexView {
 }
 
 // snapshot returns views of the segments from the one that would contain
-// offset through the active one, plus the log start and end.
+// offset through the active one, plus the log start and end. The views hold
+// references on their segments: callers must pass them to release.
 func (l *Log) snapshot(offset int64) (views []segView, start, end int64, err error) {
 	l.mu.RLock()
-	defer l.mu.RUnlock()
 	if l.closed {
+		l.mu.RUnlock()
 		return nil, 0, 0, ErrClosed
 	}
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
 	i = max(i, 0)
 	views = make([]segView, 0, len(l.segs)-i)
 	for _, s := range l.segs[i:] {
+		s.acquire()
 		views = append(views, segView{seg: s, segState: s.st})
 	}
-	return views, l.segs[0].base, l.end, nil
+	start, end = l.start, l.end
+	l.mu.RUnlock()
+	if l.opts.afterSnapshot != nil {
+		l.opts.afterSnapshot()
+	}
+	return views, start, end, nil
+}
+
+// release drops the references taken by snapshot.
+func (l *Log) release(views []segView) {
+	for i := range views {
+		l.releaseSegment(views[i].seg)
+	}
+}
+
+func (l *Log) releaseSegment(s *segment) {
+	if err := s.release(); err != nil {
+		// The segment was deleted; its files are unlinked already.
+		l.logger.Warn("closing deleted segment", "dir", l.opts.Dir, "base_offset", s.base, "error", err)
+	}
 }

@@ -46,13 +46,25 @@ func ReadPartitionMetadata(dir string) (string, error) {
 // writePartitionMetadata writes the file atomically: a torn file would make
 // the next start refuse the directory.
 func writePartitionMetadata(dir, topicID string, fsync bool) error {
-	tmp := filepath.Join(dir, metadataTmp)
-	path := filepath.Join(dir, metadataFile)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	data := fmt.Sprintf("version: 0\ntopic_id: %s\n", topicID)
+	if err := writeFileAtomic(dir, metadataFile, []byte(data), fsync); err != nil {
 		return fmt.Errorf("write partition metadata: %w", err)
 	}
-	_, err = fmt.Fprintf(f, "version: 0\ntopic_id: %s\n", topicID)
+	return nil
+}
+
+// writeFileAtomic replaces dir/name with data through dir/name.tmp, so that
+// a crash leaves the old file or the new one, never a torn one; with fsync
+// the new file is durable when it returns. Recovery removes a left-over
+// temporary file.
+func writeFileAtomic(dir, name string, data []byte, fsync bool) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = f.Write(data)
 	if err == nil && fsync {
 		err = f.Sync()
 	}
@@ -64,7 +76,7 @@ func writePartitionMetadata(dir, topicID string, fsync bool) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("write partition metadata %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if fsync {
 		return syncDir(dir)

@@ -60,6 +60,7 @@ func (l *Log) Read(offset int64, maxBytes int, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer l.release(views)
 	if offset < start || offset > end {
 		return nil, fmt.Errorf("read %s at %d: %w: log is [%d, %d)", l.opts.Dir, offset, ErrOffsetOutOfRange, start, end)
 	}
@@ -135,43 +136,79 @@ func (v *segView) readBatch(h BatchHeader, pos int64) ([]byte, error) {
 	return b, nil
 }
 
-// findInBatch decodes the batch h at pos to find the first record whose
-// timestamp satisfies match. Without a way to decompress, or if no record
-// matches although the header said one would, the batch's base offset and
-// max timestamp stand in.
-func (l *Log) findInBatch(v *segView, h BatchHeader, pos int64, match func(int64) bool) (int64, int64, error) {
+// findInBatch decodes the batch h at pos to find the first record at or
+// after start whose timestamp satisfies match. Without a way to decompress,
+// the batch's first offset from start and its max timestamp stand in; so they
+// do if no record matches although the header said one would, unless records
+// before start were skipped: then found is false.
+func (l *Log) findInBatch(v *segView, h BatchHeader, pos, start int64, match func(int64) bool) (offset, ts int64, found bool, err error) {
 	codec := h.Compression()
 	if codec != 0 && l.opts.Decompress == nil {
-		return h.BaseOffset, h.MaxTimestamp, nil
+		return max(h.BaseOffset, start), h.MaxTimestamp, true, nil
 	}
-	b, err := v.readBatch(h, pos)
-	if err != nil {
-		return 0, 0, err
-	}
-	records := b[HeaderSize:]
-	if codec != 0 {
-		if records, err = l.opts.Decompress(codec, records); err != nil {
-			return 0, 0, fmt.Errorf("decompress batch at offset %d: %w", h.BaseOffset, err)
-		}
-	}
-	offset, ts, ok, err := findRecord(h, records, match)
-	if err != nil {
-		return 0, 0, err
-	}
-	if !ok {
-		return h.BaseOffset, h.MaxTimestamp, nil
-	}
-	return offset, ts, nil
-}
-
-// OffsetForTimestamp returns the offset and timestamp of the first record
-// (by offset) whose timestamp is at least ts, among batches whose base offset
-// is below limit. ok is false if there is none.
-func (l *Log) OffsetForTimestamp(ts int64, limit int64) (offset int64, timestamp int64, ok bool, err error) {
-	views, _, _, err := l.snapshot(math.MinInt64)
+	records, err := l.batchRecords(v, h, pos)
 	if err != nil {
 		return 0, 0, false, err
 	}
+	offset, ts, ok, err := findRecord(h, records, func(o, t int64) bool { return o >= start && match(t) })
+	switch {
+	case err != nil:
+		return 0, 0, false, err
+	case ok:
+		return offset, ts, true, nil
+	case h.BaseOffset < start:
+		return 0, 0, false, nil
+	}
+	return h.BaseOffset, h.MaxTimestamp, true, nil
+}
+
+// batchRecords returns the (decompressed) record section of the batch h at
+// pos; callers check that it can be decompressed.
+func (l *Log) batchRecords(v *segView, h BatchHeader, pos int64) ([]byte, error) {
+	b, err := v.readBatch(h, pos)
+	if err != nil {
+		return nil, err
+	}
+	records := b[HeaderSize:]
+	if codec := h.Compression(); codec != 0 {
+		if records, err = l.opts.Decompress(codec, records); err != nil {
+			return nil, fmt.Errorf("decompress batch at offset %d: %w", h.BaseOffset, err)
+		}
+	}
+	return records, nil
+}
+
+// maxFrom returns the largest timestamp among the records at or after start
+// of the batch h at pos, which begins before start. A compressed batch that
+// cannot be decompressed answers with its header's max timestamp.
+func (l *Log) maxFrom(v *segView, h BatchHeader, pos, start int64) (int64, error) {
+	if h.Compression() != 0 && l.opts.Decompress == nil {
+		return h.MaxTimestamp, nil
+	}
+	records, err := l.batchRecords(v, h, pos)
+	if err != nil {
+		return 0, err
+	}
+	best := int64(-1)
+	_, _, _, err = findRecord(h, records, func(o, t int64) bool {
+		if o >= start {
+			best = max(best, t)
+		}
+		return false
+	})
+	return best, err
+}
+
+// OffsetForTimestamp returns the offset and timestamp of the first record
+// (by offset) whose timestamp is at least ts, among the records from the log
+// start offset on in batches whose base offset is below limit. ok is false
+// if there is none.
+func (l *Log) OffsetForTimestamp(ts int64, limit int64) (offset int64, timestamp int64, ok bool, err error) {
+	views, start, _, err := l.snapshot(math.MinInt64)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer l.release(views)
 	for i := range views {
 		v := &views[i]
 		if v.seg.base >= limit {
@@ -182,13 +219,13 @@ func (l *Log) OffsetForTimestamp(ts int64, limit int64) (offset int64, timestamp
 		if v.maxTs < ts {
 			continue
 		}
-		from := v.seg.base
+		from := max(v.seg.base, start)
 		rel, found, err := v.timeIndex().lookupBefore(ts)
 		if err != nil {
 			return 0, 0, false, closedErr(fmt.Errorf("offset for timestamp in %s: %w", l.opts.Dir, err))
 		}
 		if found {
-			from = v.seg.base + rel + 1
+			from = max(from, v.seg.base+rel+1)
 		}
 		w, err := v.walkerFrom(from)
 		if err != nil {
@@ -209,44 +246,60 @@ func (l *Log) OffsetForTimestamp(ts int64, limit int64) (offset int64, timestamp
 				return 0, 0, false, nil
 			}
 			if h.MaxTimestamp >= ts {
-				offset, timestamp, err := l.findInBatch(v, h, pos, func(t int64) bool { return t >= ts })
+				offset, timestamp, found, err := l.findInBatch(v, h, pos, start, func(t int64) bool { return t >= ts })
 				if err != nil {
-					return 0, 0, false, fmt.Errorf("offset for timestamp in %s: %w", l.opts.Dir, err)
+					return 0, 0, false, closedErr(fmt.Errorf("offset for timestamp in %s: %w", l.opts.Dir, err))
 				}
-				return offset, timestamp, true, nil
+				if found {
+					return offset, timestamp, true, nil
+				}
 			}
 		}
 	}
 	return 0, 0, false, nil
 }
 
-// prefixMax returns the largest batch max timestamp among the segment's
-// batches with base offset below limit, and the last offset of the first
-// batch that has it.
-func (v *segView) prefixMax(limit int64) (ts, lastOffset int64, found bool, err error) {
-	// The running maximum answers directly when its batch is below limit:
-	// no batch before it is larger, and batches after it are not larger.
-	if v.maxTs < 0 || v.maxTsOffset < limit {
-		return v.maxTs, v.maxTsOffset, v.maxTs >= 0, nil
+// rangeMax returns the largest timestamp among the segment's records at or
+// after from in batches with base offset below limit, and the last offset of
+// the first batch that has it.
+func (l *Log) rangeMax(v *segView, from, limit int64) (ts, lastOffset int64, found bool, err error) {
+	if v.maxTs < 0 {
+		return 0, 0, false, nil
 	}
-	// Otherwise start from the last time index entry below limit: it is the
-	// running maximum at its offset. Only batches after it need reading.
+	// The running maximum answers directly when its batch is below limit
+	// and does not begin before from: no batch before it is larger, and
+	// batches after it are not larger.
+	if v.maxTsOffset < limit {
+		if from <= v.seg.base {
+			return v.maxTs, v.maxTsOffset, true, nil
+		}
+		h, _, err := v.findBatch(v.maxTsOffset)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if h.BaseOffset >= from {
+			return v.maxTs, v.maxTsOffset, true, nil
+		}
+	}
 	ts, lastOffset = -1, -1
-	from := v.seg.base
-	t, rel, ok, err := v.timeIndex().lookupOffsetBelow(limit - v.seg.base)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	if ok {
-		ts, lastOffset = t, v.seg.base+rel
-		from = lastOffset + 1
+	if from <= v.seg.base {
+		// Start from the last time index entry below limit: it is the
+		// running maximum at its offset. Only batches after it need reading.
+		t, rel, ok, err := v.timeIndex().lookupOffsetBelow(limit - v.seg.base)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if ok {
+			ts, lastOffset = t, v.seg.base+rel
+			from = lastOffset + 1
+		}
 	}
 	w, err := v.walkerFrom(from)
 	if err != nil {
 		return 0, 0, false, err
 	}
 	for {
-		h, _, err := w.next()
+		h, pos, err := w.next()
 		if err == io.EOF {
 			break
 		}
@@ -259,21 +312,30 @@ func (v *segView) prefixMax(limit int64) (ts, lastOffset int64, found bool, err 
 		if h.BaseOffset >= limit {
 			break
 		}
-		if h.MaxTimestamp > ts {
-			ts, lastOffset = h.MaxTimestamp, h.LastOffset()
+		bts := h.MaxTimestamp
+		if h.BaseOffset < from && bts > ts {
+			// Only the records from from on count.
+			if bts, err = l.maxFrom(v, h, pos, from); err != nil {
+				return 0, 0, false, err
+			}
+		}
+		if bts > ts {
+			ts, lastOffset = bts, h.LastOffset()
 		}
 	}
 	return ts, lastOffset, ts >= 0, nil
 }
 
 // MaxTimestamp returns the offset and timestamp of the first record with the
-// largest timestamp among batches whose base offset is below limit (Kafka's
-// ListOffsets MAX_TIMESTAMP). ok is false if no batch carries a timestamp.
+// largest timestamp among the records from the log start offset on in
+// batches whose base offset is below limit (Kafka's ListOffsets
+// MAX_TIMESTAMP). ok is false if no such record carries a timestamp.
 func (l *Log) MaxTimestamp(limit int64) (offset int64, timestamp int64, ok bool, err error) {
-	views, _, _, err := l.snapshot(math.MinInt64)
+	views, start, _, err := l.snapshot(math.MinInt64)
 	if err != nil {
 		return 0, 0, false, err
 	}
+	defer l.release(views)
 	var (
 		best       *segView
 		bestTs     int64 = -1
@@ -284,7 +346,7 @@ func (l *Log) MaxTimestamp(limit int64) (offset int64, timestamp int64, ok bool,
 		if v.seg.base >= limit {
 			break
 		}
-		ts, off, found, err := v.prefixMax(limit)
+		ts, off, found, err := l.rangeMax(v, max(v.seg.base, start), limit)
 		if err != nil {
 			return 0, 0, false, closedErr(fmt.Errorf("max timestamp in %s: %w", l.opts.Dir, err))
 		}
@@ -299,21 +361,27 @@ func (l *Log) MaxTimestamp(limit int64) (offset int64, timestamp int64, ok bool,
 	if err != nil {
 		return 0, 0, false, closedErr(fmt.Errorf("max timestamp in %s: %w", l.opts.Dir, err))
 	}
-	offset, timestamp, err = l.findInBatch(best, h, pos, func(t int64) bool { return t == h.MaxTimestamp })
+	offset, timestamp, found, err := l.findInBatch(best, h, pos, start, func(t int64) bool { return t == bestTs })
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("max timestamp in %s: %w", l.opts.Dir, err)
+		return 0, 0, false, closedErr(fmt.Errorf("max timestamp in %s: %w", l.opts.Dir, err))
+	}
+	if !found {
+		// Not reached: bestTs came from these records.
+		return max(h.BaseOffset, start), bestTs, true, nil
 	}
 	return offset, timestamp, true, nil
 }
 
 // ScanBatches calls fn with the header of every batch whose last offset is
-// at least from, in offset order, reading only headers. It stops at the
-// first error fn returns and returns it.
+// at least from and at least the log start offset, in offset order, reading
+// only headers. It stops at the first error fn returns and returns it.
 func (l *Log) ScanBatches(from int64, fn func(h BatchHeader) error) error {
-	views, _, _, err := l.snapshot(from)
+	views, start, _, err := l.snapshot(from)
 	if err != nil {
 		return err
 	}
+	defer l.release(views)
+	from = max(from, start)
 	for i := range views {
 		v := &views[i]
 		w, err := v.walkerFrom(max(from, v.seg.base))

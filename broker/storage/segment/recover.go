@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,20 +17,14 @@ import (
 
 // Open opens or creates the partition log in opts.Dir and recovers it: the
 // active segment is checked batch by batch and a torn or corrupt tail is
-// truncated, then the source index is cut to the recovered log. Everything
-// on disk afterwards counts as durable.
+// truncated, the log start offset is read back from its checkpoint (and
+// segments wholly below it deleted), then the source index is cut to the
+// recovered log. Everything on disk afterwards counts as durable.
 func Open(opts Options) (*Log, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("open log: no directory")
 	}
-	if opts.SegmentBytes <= 0 {
-		opts.SegmentBytes = DefaultSegmentBytes
-	}
-	// Index entries store file positions in 32 bits.
-	opts.SegmentBytes = min(opts.SegmentBytes, math.MaxInt32)
-	if opts.SegmentMs <= 0 {
-		opts.SegmentMs = DefaultSegmentMs
-	}
+	opts.SegmentBytes, opts.SegmentMs = segmentLimits(opts.SegmentBytes, opts.SegmentMs)
 	if opts.IndexIntervalBytes <= 0 {
 		opts.IndexIntervalBytes = DefaultIndexIntervalBytes
 	}
@@ -56,6 +49,9 @@ func Open(opts Options) (*Log, error) {
 	if err == nil {
 		l.end = l.active().st.end
 		l.durable = l.end
+		err = l.trimToStart()
+	}
+	if err == nil {
 		// The source index is checked against the recovered log end.
 		err = l.recoverSourceIndex()
 	}
@@ -122,7 +118,7 @@ func (l *Log) recover() error {
 	var indexes []string
 	for _, e := range entries {
 		name := e.Name()
-		if name == metadataTmp {
+		if name == metadataTmp || name == startCheckpointTmp {
 			// Left by a crash while writing; the real file is intact or absent.
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("remove %s: %w", name, err)
@@ -213,7 +209,11 @@ func (l *Log) recover() error {
 		}
 		changed = true // the active indexes were rewritten
 	}
-	if changed && l.opts.Fsync {
+	reset, err := l.loadStart()
+	if err != nil {
+		return err
+	}
+	if (changed || reset) && l.opts.Fsync {
 		return syncDir(dir)
 	}
 	return nil
@@ -234,7 +234,7 @@ func openIndexes(s *segment) error {
 // when it was rolled, so it is trusted; its indexes are rebuilt only when
 // they are missing or do not look like index files.
 func (l *Log) openSealed(base, size, nextBase int64) (s *segment, rebuilt bool, err error) {
-	s = &segment{base: base}
+	s = newSegment(base)
 	if s.log, err = os.Open(segmentPath(l.opts.Dir, base, extLog)); err != nil {
 		return nil, false, fmt.Errorf("open segment: %w", err)
 	}
@@ -327,7 +327,7 @@ func (l *Log) rebuildSealed(s *segment, size, nextBase int64) (segState, error) 
 // recoverActive scans the last segment, truncates it after the last batch
 // that is whole, intact and in sequence, and rebuilds its indexes.
 func (l *Log) recoverActive(base, size int64) (*segment, error) {
-	s := &segment{base: base}
+	s := newSegment(base)
 	var err error
 	if s.log, err = os.OpenFile(segmentPath(l.opts.Dir, base, extLog), os.O_RDWR, 0); err != nil {
 		return nil, fmt.Errorf("open segment: %w", err)
