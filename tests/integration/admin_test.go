@@ -17,7 +17,7 @@ import (
 
 func newAdmin(t *testing.T, addr string) (*kadm.Client, *kgo.Client) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +158,10 @@ func TestDeleteRecords(t *testing.T) {
 	check("after a broker kill")
 
 	deadline := time.Now().Add(10 * time.Second)
+	conn := c.Conn(t)
 	for {
 		var start int64
-		if err := c.Conn(t).QueryRow(ctx, `SELECT log_start_offset FROM kafgres_partition_offsets('dr')`).Scan(&start); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT log_start_offset FROM kafgres_partition_offsets('dr')`).Scan(&start); err != nil {
 			t.Fatal(err)
 		}
 		if start == 40 {
@@ -377,9 +378,13 @@ func TestClusterAdminAPIs(t *testing.T) {
 		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 		req.Group, req.MemberID, req.MemberEpoch = "g848", "m-1234567890123456789", 0
 		req.RebalanceTimeoutMillis, req.SubscribedTopicNames = 30000, []string{"ca"}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 && resp.ErrorMessage != nil {
+			t.Logf("heartbeat: %s", *resp.ErrorMessage)
 		}
 		return resp.ErrorCode
 	}
