@@ -17,7 +17,9 @@ package broker
 //   - v1: controller, internal flag, null = all topics; v2: cluster id;
 //     v4: allow auto-create; v5: offline replicas; v7: leader epoch;
 //     v8: authorized operations; v9: flexible; v10: topic ids;
-//     v12: topics by id (UNKNOWN_TOPIC_ID when unknown)
+//     v12: topics by id (UNKNOWN_TOPIC_ID when unknown); a non-zero id
+//     wins over the name, as in Kafka: the Java Admin sends Name "" (the
+//     field's default), not null, beside the id
 
 import (
 	"context"
@@ -55,7 +57,7 @@ func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataR
 	for _, rt := range req.Topics {
 		var t *topic
 		switch {
-		case rt.Topic == nil: // by id (v12+)
+		case rt.Topic == nil || rt.TopicID != [16]byte{}: // by id (v12+)
 			if t = b.catalog.lookupID(ctx, rt.TopicID); t == nil {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.TopicID = rt.TopicID

@@ -246,3 +246,37 @@ func TestMetadataAuthorizedOperations(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataByTopicIDWithEmptyName: the Java Admin's describeTopics by
+// id sends each id with Name "" (the field's default), not null. Kafka
+// looks such topics up by id; answering for the name "" instead leaves a
+// zero id in the response, which the Java client rejects.
+func TestMetadataByTopicIDWithEmptyName(t *testing.T) {
+	c := harness.Start(t)
+	c.CreateTopic(t, "byid", 2)
+	r := newRaw(t, c.Addr)
+	id := r.topicID("byid")
+	unknown := [16]byte{1, 2, 3}
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	for _, want := range [][16]byte{id, unknown} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic, rt.TopicID = kmsg.StringPtr(""), want
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(context.Background(), r.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 2 {
+		t.Fatalf("%d topics in the response, want 2", len(resp.Topics))
+	}
+	known, missing := resp.Topics[0], resp.Topics[1]
+	if known.ErrorCode != 0 || known.TopicID != id || known.Topic == nil || *known.Topic != "byid" || len(known.Partitions) != 2 {
+		t.Fatalf("by id: error %d, id %x, name %v, %d partitions; want byid with 2 partitions",
+			known.ErrorCode, known.TopicID, known.Topic, len(known.Partitions))
+	}
+	if missing.ErrorCode != kerr.UnknownTopicID.Code || missing.TopicID != unknown {
+		t.Fatalf("unknown id: error %d, id %x; want UNKNOWN_TOPIC_ID for %x", missing.ErrorCode, missing.TopicID, unknown)
+	}
+}
