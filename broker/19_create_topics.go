@@ -86,7 +86,7 @@ func (b *Broker) createTopic(ctx context.Context, req *kmsg.CreateTopicsRequest,
 	out.Topic = rt.Topic
 	if req.Version >= 5 {
 		out.NumPartitions, out.ReplicationFactor = partitions, 1
-		out.Configs = b.newTopicConfigs(configs)
+		out.Configs = append([]kmsg.CreateTopicsResponseTopicConfig{}, b.newTopicConfigs(configs)...) // nullable: null only on error
 	}
 	if req.Version >= 7 && t != nil {
 		out.TopicID = t.uuid

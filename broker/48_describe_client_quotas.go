@@ -38,6 +38,7 @@ func handleDescribeClientQuotas(ctx context.Context, b *Broker, _ *conn, req *km
 	}
 	empty := ""
 	resp.ErrorMessage = &empty
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{} // nullable: null only on error
 	for _, r := range rows {
 		if !quotaMatches(r.entity, req.Components, req.Strict) {
 			continue
