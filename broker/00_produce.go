@@ -10,7 +10,10 @@ package broker
 //   - exactly one v2 batch per partition, CRC-32C checked, stored byte for
 //     byte (any codec); only baseOffset and partitionLeaderEpoch are stamped
 //   - topics with message.timestamp.type=LogAppendTime get the broker's
-//     clock as batch timestamp (CRC recomputed), also in the answer
+//     clock as batch timestamp (CRC recomputed), also in the answer;
+//     CreateTime batches more than message.timestamp.after.max.ms (1 h)
+//     ahead of the broker's clock, or before.max.ms behind, get
+//     INVALID_TIMESTAMP
 //   - batches over the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or framing:
 //     CORRUPT_MESSAGE; more than one batch: INVALID_RECORD
 //   - idempotent producers: a duplicate of one of the last 5 batches is
@@ -86,6 +89,32 @@ func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRe
 	return resp, nil
 }
 
+// stampTimestamps applies the topic's timestamp rules as Kafka's
+// LogValidator does and returns the log append time (-1 for CreateTime
+// topics). LogAppendTime: the broker's clock becomes the batch's timestamp
+// (the records keep theirs, but readers use the batch's), and a client may
+// not claim LogAppendTime itself. CreateTime: the batch's timestamps must lie
+// within message.timestamp.before.max.ms / after.max.ms of now; the first
+// timestamp stands in for the oldest record.
+func stampTimestamps(batch []byte, h *segment.BatchHeader, s topicSettings, now int64) (int64, error) {
+	const logAppendTimeBit = 0x08
+	if s.logAppendTime {
+		if h.Attributes&logAppendTimeBit != 0 {
+			return -1, kerr.InvalidTimestamp
+		}
+		if err := segment.SetLogAppendTime(batch, now); err != nil {
+			return -1, kerr.CorruptMessage
+		}
+		h.Attributes |= logAppendTimeBit
+		h.MaxTimestamp = now
+		return now, nil
+	}
+	if h.MaxTimestamp-now > s.timestampAfterMaxMs || now-h.BaseTimestamp > s.timestampBeforeMaxMs {
+		return -1, kerr.InvalidTimestamp
+	}
+	return -1, nil
+}
+
 type appended struct {
 	part          *partition
 	base          int64
@@ -125,16 +154,9 @@ func (b *Broker) producePartition(req *kmsg.ProduceRequest, t *topic, rp kmsg.Pr
 	if h.Attributes&0x10 != 0 {
 		return nil, kerr.InvalidTxnState
 	}
-	appendTime := int64(-1)
-	if settings.logAppendTime {
-		// Kafka's LogValidator: the broker's clock becomes the batch's
-		// timestamp; the records keep theirs, but readers use the batch's.
-		appendTime = time.Now().UnixMilli()
-		if err := segment.SetLogAppendTime(rp.Records, appendTime); err != nil {
-			return nil, kerr.CorruptMessage
-		}
-		h.Attributes |= 0x08
-		h.MaxTimestamp = appendTime
+	appendTime, err := stampTimestamps(rp.Records, &h, settings, time.Now().UnixMilli())
+	if err != nil {
+		return nil, err
 	}
 	p := t.parts[rp.Partition]
 	res := p.append(rp.Records, h)

@@ -86,7 +86,7 @@ func (b *Broker) createTopic(ctx context.Context, req *kmsg.CreateTopicsRequest,
 	out.Topic = rt.Topic
 	if req.Version >= 5 {
 		out.NumPartitions, out.ReplicationFactor = partitions, 1
-		out.Configs = append([]kmsg.CreateTopicsResponseTopicConfig{}, b.newTopicConfigs(configs)...) // nullable: null only on error
+		out.Configs = append([]kmsg.CreateTopicsResponseTopicConfig{}, b.createdTopicConfigs(configs)...) // nullable: null only on error
 	}
 	if req.Version >= 7 && t != nil {
 		out.TopicID = t.uuid
@@ -114,14 +114,9 @@ func (b *Broker) checkNewTopic(ctx context.Context, rt kmsg.CreateTopicsRequestT
 	for _, c := range rt.Configs {
 		raw[c.Name] = c.Value
 	}
-	if err := b.validateTopicConfigs(raw); err != nil {
-		return 0, nil, err
-	}
-	configs := make(map[string]string, len(raw))
-	for k, v := range raw {
-		if v != nil {
-			configs[k] = *v
-		}
+	configs, cerr := b.canonicalTopicConfigs(raw)
+	if cerr != nil {
+		return 0, nil, cerr
 	}
 	return partitions, configs, nil
 }

@@ -23,6 +23,12 @@ type topic struct {
 	name  string
 	uuid  [16]byte
 	parts []*partition
+	// configs are the topic's overrides (kafgres.topic_config), canonical
+	// strings by key; see topic_configs.go. settings are the effective
+	// values computed at load (nil: compute on demand). Never written once
+	// published.
+	configs  map[string]string
+	settings *topicSettings
 }
 
 // catalog is the broker's cache of kafgres.topic / kafgres.partition. Postgres
@@ -34,6 +40,10 @@ type catalog struct {
 	mu     sync.RWMutex
 	byName map[string]*topic
 	byID   map[[16]byte]*topic
+	// brokers is the broker configuration as of the last load, with
+	// kafgres.broker_config's rows (see broker_configs.go); replaced whole
+	// on reload, never written once published.
+	brokers *brokerConfigs
 
 	reloadMu sync.Mutex // one reload at a time
 }
@@ -44,9 +54,10 @@ const (
 SELECT t.topic_id, t.name, t.topic_uuid, p.partition, p.leader_epoch
 FROM kafgres.topic t JOIN kafgres.partition p USING (topic_id)
 ORDER BY t.topic_id, p.partition`
-	sqlCreateTopic = `SELECT kafgres_create_topic($1, $2)`
-	sqlClusterID   = `SELECT system_identifier FROM pg_control_system()`
-	notifyChannel  = "kafgres_topics"
+	sqlLoadTopicConfigs = `SELECT topic_id, name, value FROM kafgres.topic_config WHERE value IS NOT NULL`
+	sqlCreateTopic      = `SELECT kafgres_create_topic($1, $2)`
+	sqlClusterID        = `SELECT system_identifier FROM pg_control_system()`
+	notifyChannel       = "kafgres_topics"
 )
 
 func newCatalog(b *Broker) *catalog {
@@ -81,10 +92,60 @@ func loadClusterID(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 }
 
 type topicRow struct {
-	id     int64
-	name   string
-	uuid   [16]byte
-	epochs []int32
+	id      int64
+	name    string
+	uuid    [16]byte
+	epochs  []int32
+	configs map[string]string
+}
+
+// catalogRows is everything reload reads from Postgres.
+type catalogRows struct {
+	topics                    []topicRow
+	brokerNode, brokerCluster map[string]string
+}
+
+// loadAll reads topics with their configs and the dynamic broker configs.
+// They are separate statements: a config change between them is caught by
+// the NOTIFY it sends, which makes the catalog reload again.
+func (c *catalog) loadAll(ctx context.Context) (catalogRows, error) {
+	topics, err := c.load(ctx)
+	if err != nil {
+		return catalogRows{}, err
+	}
+	out := catalogRows{topics: topics}
+	configs, err := c.loadTopicConfigs(ctx)
+	if err != nil {
+		return catalogRows{}, err
+	}
+	for i := range out.topics {
+		out.topics[i].configs = configs[out.topics[i].id]
+	}
+	out.brokerNode, out.brokerCluster, err = readBrokerConfigs(ctx, c.b.pool, c.b.cfg.NodeID)
+	return out, err
+}
+
+func (c *catalog) loadTopicConfigs(ctx context.Context) (map[int64]map[string]string, error) {
+	rows, err := c.b.pool.Query(ctx, sqlLoadTopicConfigs)
+	if err != nil {
+		return nil, fmt.Errorf("load topic configs: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]map[string]string{}
+	for rows.Next() {
+		var (
+			id          int64
+			name, value string
+		)
+		if err := rows.Scan(&id, &name, &value); err != nil {
+			return nil, fmt.Errorf("scan topic config: %w", err)
+		}
+		if out[id] == nil {
+			out[id] = map[string]string{}
+		}
+		out[id][name] = value
+	}
+	return out, rows.Err()
 }
 
 func (c *catalog) load(ctx context.Context) ([]topicRow, error) {
@@ -123,10 +184,12 @@ func (c *catalog) load(ctx context.Context) ([]topicRow, error) {
 func (c *catalog) reload(ctx context.Context) error {
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
-	rows, err := c.load(ctx)
+	all, err := c.loadAll(ctx)
 	if err != nil {
 		return err
 	}
+	rows := all.topics
+	brokers := newBrokerConfigs(c.b.cfg, all.brokerNode, all.brokerCluster)
 	ids := make(map[string]int64, len(rows))
 	for _, r := range rows {
 		ids[r.name] = r.id
@@ -158,7 +221,9 @@ func (c *catalog) reload(ctx context.Context) error {
 	var opened []*partition
 	next := make([]*topic, 0, len(rows))
 	for _, r := range rows {
-		t := &topic{id: r.id, name: r.name, uuid: r.uuid}
+		t := &topic{id: r.id, name: r.name, uuid: r.uuid, configs: r.configs}
+		settings := brokers.settings(r.configs)
+		t.settings = &settings
 		if old := current[r.name]; old != nil {
 			t.parts = append(t.parts, old.parts...)
 		}
@@ -179,6 +244,7 @@ func (c *catalog) reload(ctx context.Context) error {
 	c.mu.Lock()
 	c.byName = make(map[string]*topic, len(next))
 	c.byID = make(map[[16]byte]*topic, len(next))
+	c.brokers = brokers
 	for _, t := range next {
 		// Partitions opened earlier keep pointing at the topic value they
 		// were opened with; only names and ids are read through it.
@@ -215,6 +281,14 @@ func (c *catalog) removeStrayDirs() error {
 		}
 	}
 	return nil
+}
+
+// brokerConfigs is the broker configuration as last loaded, nil before
+// the first load; it must not be written.
+func (c *catalog) brokerConfigs() *brokerConfigs {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.brokers
 }
 
 func (c *catalog) topicByName(name string) *topic {
@@ -277,8 +351,8 @@ func (c *catalog) partition(name string, p int32) *partition {
 // not an error.
 func (c *catalog) create(ctx context.Context, name string, partitions int32) (*topic, error) {
 	t, err := c.createTopic(ctx, name, partitions, nil)
-	var ae *adminError
-	if errors.As(err, &ae) && ae.err == kerr.TopicAlreadyExists {
+	var ae *apiError
+	if errors.As(err, &ae) && ae.code == kerr.TopicAlreadyExists.Code {
 		return c.lookup(ctx, name), nil
 	}
 	return t, err

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 )
@@ -37,6 +38,10 @@ type Config struct {
 	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms
 	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	GroupMaxSize               int           // group.max.size
+
+	// LogLevel, when set, is the level of the logger the broker was given;
+	// IncrementalAlterConfigs on the BROKER_LOGGER "root" changes it.
+	LogLevel *slog.LevelVar
 }
 
 // Defaults are Kafka's broker defaults where Kafka has one.
@@ -73,6 +78,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.GroupMaxSize == 0 {
 		c.GroupMaxSize = math.MaxInt32 // Kafka's default: no limit
+	}
+	if c.LogLevel == nil {
+		c.LogLevel = new(slog.LevelVar) // changes then only affect what Kafka clients are told
 	}
 }
 

@@ -11,30 +11,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// adminError is a client-visible failure of one resource in an admin
-// request: the Kafka error and the message Kafka puts next to it.
-type adminError struct {
-	err *kerr.Error
-	msg string
-}
-
-func (e *adminError) Error() string { return e.msg }
-
-func newAdminError(err *kerr.Error, format string, args ...any) *adminError {
-	return &adminError{err: err, msg: fmt.Sprintf(format, args...)}
+func newAdminError(err *kerr.Error, format string, args ...any) *apiError {
+	return &apiError{code: err.Code, msg: fmt.Sprintf(format, args...)}
 }
 
 // codeAndMessage splits err into what a response carries. Anything that
-// is not an adminError is a server-side failure; its text stays in our
+// is not an apiError is a server-side failure; its text stays in our
 // log, not on the wire.
 func (b *Broker) codeAndMessage(op string, err error) (int16, *string) {
 	if err == nil {
 		return 0, nil
 	}
-	var ae *adminError
+	var ae *apiError
 	if errors.As(err, &ae) {
 		msg := ae.msg
-		return ae.err.Code, &msg
+		return ae.code, &msg
 	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) {

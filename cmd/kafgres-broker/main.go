@@ -55,7 +55,11 @@ func run() error {
 	flag.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	flag.Parse()
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// A LevelVar, so that Kafka's IncrementalAlterConfigs on the root
+	// broker logger can change the level at runtime.
+	cfg.LogLevel = new(slog.LevelVar)
+	cfg.LogLevel.Set(level)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	host, port, err := net.SplitHostPort(cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", cfg.ListenAddr, err)

@@ -1,0 +1,102 @@
+package broker
+
+// DescribeConfigs: v1-4
+//
+// Behavior:
+//   - TOPIC: every topic config key Kafka 4.4 has, in Kafka's order, with
+//     the topic's override or the value it inherits from the broker, its
+//     source and (when asked) synonyms: the override, then the broker keys
+//     it falls back to (see topic_configs.go). Unknown topic:
+//     UNKNOWN_TOPIC_OR_PARTITION; invalid name: INVALID_TOPIC_EXCEPTION
+//   - BROKER "1": every broker key Kafka 4.4 has, with kafgres's values
+//     (broker_configs.go); "": only the cluster-wide dynamic defaults; any
+//     other name: INVALID_REQUEST with Kafka's message
+//   - BROKER_LOGGER "1": kafgres's one logger, "root", with its level
+//   - GROUP: Kafka's group config keys with the broker defaults (kafgres
+//     has no per-group configs); CLIENT_METRICS: the subscription defaults
+//     (kafgres has no subscriptions)
+//   - requested config names filter the list (unknown ones are skipped),
+//     which keeps Kafka's order
+//   - sensitive values are null; read-only is true for broker keys kafgres
+//     cannot alter
+//
+// Version notes:
+//   - v1: synonyms, source; v2: throttle; v3: documentation, config type;
+//     v4: flexible
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleDescribeConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	docs := req.Version >= 3 && req.IncludeDocumentation
+	for _, r := range req.Resources {
+		res := kmsg.NewDescribeConfigsResponseResource()
+		res.ResourceType, res.ResourceName = r.ResourceType, r.ResourceName
+		configs, err := b.describeResource(ctx, r, req.IncludeSynonyms, docs)
+		// Kafka sends an empty message, not null, when there is none.
+		msg := ""
+		if err != nil {
+			res.ErrorCode = err.code
+			msg = err.msg
+			configs = []kmsg.DescribeConfigsResponseResourceConfig{}
+		}
+		res.ErrorMessage = &msg
+		res.Configs = configs
+		resp.Resources = append(resp.Resources, res)
+	}
+	return resp, nil
+}
+
+// errDescribeResourceType is Kafka's answer for a resource type it has no
+// configs for: INVALID_REQUEST with the error's default message.
+var errDescribeResourceType = &apiError{code: kerr.InvalidRequest.Code, msg: kerr.InvalidRequest.Description}
+
+func (b *Broker) describeResource(ctx context.Context, r kmsg.DescribeConfigsRequestResource, synonyms, docs bool) ([]kmsg.DescribeConfigsResponseResourceConfig, *apiError) {
+	name := r.ResourceName
+	switch r.ResourceType {
+	case kmsg.ConfigResourceTypeTopic:
+		if p := topicNameProblem(name); p != "" {
+			return nil, &apiError{code: kerr.InvalidTopicException.Code, msg: "Topic name is invalid: " + p}
+		}
+		t := b.catalog.lookup(ctx, name)
+		if t == nil {
+			return nil, &apiError{code: kerr.UnknownTopicOrPartition.Code}
+		}
+		return b.describeTopicConfigs(t, r.ConfigNames, synonyms, docs), nil
+	case kmsg.ConfigResourceTypeBroker:
+		cluster, err := b.brokerEntity(name, true)
+		if err != nil {
+			return nil, err
+		}
+		return b.brokerConfigs().describeBroker(cluster, r.ConfigNames, synonyms, docs), nil
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		if name == "" {
+			return nil, invalidRequest("Broker id must not be empty")
+		}
+		id, err := strconv.ParseInt(name, 10, 32)
+		if err != nil {
+			return nil, invalidRequest("Broker id must be an integer, but it is: %s", name)
+		}
+		if int32(id) != b.cfg.NodeID {
+			return nil, invalidRequest("Unexpected broker id, expected %d but received %s", b.cfg.NodeID, name)
+		}
+		return b.describeBrokerLoggers(r.ConfigNames), nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if name == "" {
+			return nil, invalidRequest("Group name must not be empty")
+		}
+		return b.brokerConfigs().describeGroupConfigs(r.ConfigNames, synonyms, docs), nil
+	case kmsg.ConfigResourceTypeClientMetrics:
+		if name == "" {
+			return nil, invalidRequest("Client metrics subscription name must not be empty")
+		}
+		return describeClientMetrics(r.ConfigNames, docs), nil
+	}
+	return nil, errDescribeResourceType
+}

@@ -1,0 +1,515 @@
+package broker
+
+// Topic configs: every key Kafka 4.4 knows for a topic, its type, default,
+// validator and the broker keys it falls back to (Kafka's LogConfig and
+// ServerTopicConfigSynonyms). A topic's overrides live in
+// kafgres.topic_config, canonical strings keyed by topic id; the catalog
+// loads them with the topic.
+//
+// Only some keys change what kafgres does (see topicSettings and
+// docs/configuration.md); every other key is validated, stored and
+// described exactly as Kafka does, so tools that set them keep working.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// topicKey is one topic config key.
+type topicKey struct {
+	name  string
+	typ   kmsg.ConfigType
+	def   string    // Kafka's default, canonical
+	check validator // nil: any value of the type
+	// synonyms are the broker keys whose value the topic takes when it has
+	// no override, in Kafka's precedence; the first is the one Kafka
+	// lists in DescribeConfigs synonyms.
+	synonyms []brokerSynonym
+}
+
+// brokerSynonym is a broker key standing for a topic key; unit converts
+// its value to the topic key's (log.retention.hours to milliseconds).
+type brokerSynonym struct {
+	name string
+	unit int64
+}
+
+func syn(names ...string) []brokerSynonym {
+	out := make([]brokerSynonym, len(names))
+	for i, n := range names {
+		out[i] = brokerSynonym{name: n, unit: 1}
+	}
+	return out
+}
+
+const (
+	msPerMinute = 60 * 1000
+	msPerHour   = 60 * msPerMinute
+)
+
+var maxLongString = strconv.FormatInt(math.MaxInt64, 10)
+
+// topicKeys is Kafka's LogConfig in definition order, which is also the
+// order Kafka validates values in (the first bad one is reported).
+var topicKeys = []topicKey{
+	{name: "segment.bytes", typ: kmsg.ConfigTypeInt, def: "1073741824", check: atLeast(1 << 20), synonyms: syn("log.segment.bytes")},
+	{name: "segment.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: atLeast(1),
+		synonyms: []brokerSynonym{{"log.roll.ms", 1}, {"log.roll.hours", msPerHour}}},
+	{name: "segment.jitter.ms", typ: kmsg.ConfigTypeLong, def: "0", check: atLeast(0),
+		synonyms: []brokerSynonym{{"log.roll.jitter.ms", 1}, {"log.roll.jitter.hours", msPerHour}}},
+	{name: "segment.index.bytes", typ: kmsg.ConfigTypeInt, def: "10485760", check: atLeast(4), synonyms: syn("log.index.size.max.bytes")},
+	{name: "flush.messages", typ: kmsg.ConfigTypeLong, def: maxLongString, check: atLeast(1), synonyms: syn("log.flush.interval.messages")},
+	{name: "flush.ms", typ: kmsg.ConfigTypeLong, def: maxLongString, check: atLeast(0),
+		synonyms: syn("log.flush.interval.ms", "log.flush.scheduler.interval.ms")},
+	{name: "retention.bytes", typ: kmsg.ConfigTypeLong, def: "-1", synonyms: syn("log.retention.bytes")},
+	{name: "retention.ms", typ: kmsg.ConfigTypeLong, def: "604800000", check: atLeast(-1),
+		synonyms: []brokerSynonym{{"log.retention.ms", 1}, {"log.retention.minutes", msPerMinute}, {"log.retention.hours", msPerHour}}},
+	{name: "max.message.bytes", typ: kmsg.ConfigTypeInt, def: "1048588", check: atLeast(0), synonyms: syn("message.max.bytes")},
+	{name: "index.interval.bytes", typ: kmsg.ConfigTypeInt, def: "4096", check: atLeast(0), synonyms: syn("log.index.interval.bytes")},
+	{name: "delete.retention.ms", typ: kmsg.ConfigTypeLong, def: "86400000", check: atLeast(0), synonyms: syn("log.cleaner.delete.retention.ms")},
+	{name: "min.compaction.lag.ms", typ: kmsg.ConfigTypeLong, def: "0", check: atLeast(0), synonyms: syn("log.cleaner.min.compaction.lag.ms")},
+	{name: "max.compaction.lag.ms", typ: kmsg.ConfigTypeLong, def: maxLongString, check: atLeast(1), synonyms: syn("log.cleaner.max.compaction.lag.ms")},
+	{name: "file.delete.delay.ms", typ: kmsg.ConfigTypeLong, def: "60000", check: atLeast(0), synonyms: syn("log.segment.delete.delay.ms")},
+	{name: "min.cleanable.dirty.ratio", typ: kmsg.ConfigTypeDouble, def: "0.5", check: ratio, synonyms: syn("log.cleaner.min.cleanable.ratio")},
+	{name: "cleanup.policy", typ: kmsg.ConfigTypeList, def: "delete", check: cleanupPolicies(false), synonyms: syn("log.cleanup.policy")},
+	{name: "unclean.leader.election.enable", typ: kmsg.ConfigTypeBoolean, def: "false", synonyms: syn("unclean.leader.election.enable")},
+	{name: "min.insync.replicas", typ: kmsg.ConfigTypeInt, def: "1", check: atLeast(1), synonyms: syn("min.insync.replicas")},
+	{name: "compression.type", typ: kmsg.ConfigTypeString, def: "producer", check: oneOf(compressionTypes...), synonyms: syn("compression.type")},
+	{name: "compression.gzip.level", typ: kmsg.ConfigTypeInt, def: "-1", check: gzipLevel, synonyms: syn("compression.gzip.level")},
+	{name: "compression.lz4.level", typ: kmsg.ConfigTypeInt, def: "9", check: between(1, 17), synonyms: syn("compression.lz4.level")},
+	{name: "compression.zstd.level", typ: kmsg.ConfigTypeInt, def: "3", check: between(-131072, 22), synonyms: syn("compression.zstd.level")},
+	{name: "preallocate", typ: kmsg.ConfigTypeBoolean, def: "false", synonyms: syn("log.preallocate")},
+	{name: "message.timestamp.type", typ: kmsg.ConfigTypeString, def: "CreateTime", check: oneOf("CreateTime", "LogAppendTime"), synonyms: syn("log.message.timestamp.type")},
+	{name: "message.timestamp.before.max.ms", typ: kmsg.ConfigTypeLong, def: maxLongString, check: atLeast(0), synonyms: syn("log.message.timestamp.before.max.ms")},
+	{name: "message.timestamp.after.max.ms", typ: kmsg.ConfigTypeLong, def: "3600000", check: atLeast(0), synonyms: syn("log.message.timestamp.after.max.ms")},
+	{name: "leader.replication.throttled.replicas", typ: kmsg.ConfigTypeList, def: "", check: throttledReplicas},
+	{name: "follower.replication.throttled.replicas", typ: kmsg.ConfigTypeList, def: "", check: throttledReplicas},
+	{name: "remote.storage.enable", typ: kmsg.ConfigTypeBoolean, def: "false"},
+	{name: "local.retention.ms", typ: kmsg.ConfigTypeLong, def: "-2", check: atLeast(-2), synonyms: syn("log.local.retention.ms")},
+	{name: "local.retention.bytes", typ: kmsg.ConfigTypeLong, def: "-2", check: atLeast(-2), synonyms: syn("log.local.retention.bytes")},
+	{name: "remote.log.copy.disable", typ: kmsg.ConfigTypeBoolean, def: "false"},
+	{name: "remote.copy.lag.ms", typ: kmsg.ConfigTypeLong, def: "0", check: atLeast(-1), synonyms: syn("log.remote.copy.lag.ms")},
+	{name: "remote.copy.lag.bytes", typ: kmsg.ConfigTypeLong, def: "-1", check: atLeast(-1), synonyms: syn("log.remote.copy.lag.bytes")},
+	{name: "remote.log.delete.on.disable", typ: kmsg.ConfigTypeBoolean, def: "false"},
+	{name: "max.decompressed.message.bytes", typ: kmsg.ConfigTypeInt, def: "2147483639", check: between(1, 2147483639), synonyms: syn("max.decompressed.message.bytes")},
+	{name: "errors.deadletterqueue.group.enable", typ: kmsg.ConfigTypeBoolean, def: "false"},
+}
+
+var topicKeyByName = func() map[string]*topicKey {
+	m := make(map[string]*topicKey, len(topicKeys))
+	for i := range topicKeys {
+		m[topicKeys[i].name] = &topicKeys[i]
+	}
+	return m
+}()
+
+// topicSettings are the effective values of the topic configs kafgres
+// honours (override → dynamic broker → dynamic cluster default → static
+// broker → Kafka's default).
+type topicSettings struct {
+	retentionMs, retentionBytes, segmentBytes, segmentMs int64
+	maxMessageBytes                                      int32
+	logAppendTime                                        bool
+	// timestampBeforeMaxMs / timestampAfterMaxMs bound how far a CreateTime
+	// record's timestamp may lie behind / ahead of the broker's clock.
+	timestampBeforeMaxMs, timestampAfterMaxMs int64
+	// cleanupPolicy is "delete", "compact", "compact,delete", or "" for
+	// an empty policy list: keep everything (Kafka 4.x's meaning).
+	cleanupPolicy string
+}
+
+// topicSettings is what t is configured to do right now. Take t from the
+// catalog (topicByName), not from a partition: a partition keeps the topic
+// value it was opened with, while the catalog's is replaced on every
+// reload with the latest configs. The catalog computes the settings when it
+// loads a topic, so this is cheap enough for every request.
+func (b *Broker) topicSettings(t *topic) topicSettings {
+	if t.settings != nil {
+		return *t.settings
+	}
+	return b.brokerConfigs().settings(t.configs)
+}
+
+// settings are the effective values for a topic with these overrides.
+func (bc *brokerConfigs) settings(overrides map[string]string) topicSettings {
+	v := func(name string) configValue { val, _ := bc.topicValue(topicKeyByName[name], overrides); return val }
+	s := topicSettings{
+		retentionMs:     v("retention.ms").num,
+		retentionBytes:  v("retention.bytes").num,
+		segmentBytes:    v("segment.bytes").num,
+		segmentMs:       v("segment.ms").num,
+		maxMessageBytes: int32(v("max.message.bytes").num),
+		logAppendTime:   v("message.timestamp.type").str == "LogAppendTime",
+
+		timestampBeforeMaxMs: v("message.timestamp.before.max.ms").num,
+		timestampAfterMaxMs:  v("message.timestamp.after.max.ms").num,
+	}
+	var compact, del bool
+	for _, p := range v("cleanup.policy").list {
+		compact = compact || p == "compact"
+		del = del || p == "delete"
+	}
+	switch {
+	case compact && del:
+		s.cleanupPolicy = "compact,delete"
+	case compact:
+		s.cleanupPolicy = "compact"
+	case del:
+		s.cleanupPolicy = "delete"
+	}
+	return s
+}
+
+// topicValue is k's effective value for a topic with these overrides, and
+// whether it comes from the overrides. A stored override that no longer
+// parses (written by hand in SQL) is ignored.
+func (bc *brokerConfigs) topicValue(k *topicKey, overrides map[string]string) (configValue, bool) {
+	if raw, ok := overrides[k.name]; ok {
+		if v, err := parseConfig(k.name, k.typ, raw); err == nil && (k.check == nil || k.check(k.name, v) == nil) {
+			return v, true
+		}
+	}
+	return bc.topicDefault(k), false
+}
+
+// topicDefault is the value a topic without an override gets: from the
+// broker synonyms as KafkaConfig derives it, else Kafka's topic default.
+func (bc *brokerConfigs) topicDefault(k *topicKey) configValue {
+	for _, s := range k.synonyms {
+		raw, ok := bc.resolve(s.name)
+		if !ok {
+			continue
+		}
+		if s.unit == 1 {
+			if v, err := parseConfig(k.name, k.typ, raw); err == nil {
+				return bc.normalizeRetention(k, v)
+			}
+			continue
+		}
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			continue
+		}
+		v, _ := parseConfig(k.name, k.typ, strconv.FormatInt(n*s.unit, 10))
+		return bc.normalizeRetention(k, v)
+	}
+	v, _ := parseConfig(k.name, k.typ, k.def)
+	return v
+}
+
+// normalizeRetention: KafkaConfig turns any negative log retention time
+// into -1 (unlimited).
+func (bc *brokerConfigs) normalizeRetention(k *topicKey, v configValue) configValue {
+	if k.name == "retention.ms" && v.num < 0 {
+		v, _ = parseConfig(k.name, k.typ, "-1")
+	}
+	return v
+}
+
+// checkTopicConfigs validates a topic's complete new override set the way
+// Kafka's controller does (LogConfig.validate): names first, then each
+// value in definition order, then the checks across keys. It returns the
+// canonical values to store.
+func (bc *brokerConfigs) checkTopicConfigs(overrides map[string]string) (map[string]string, *apiError) {
+	names := make([]string, 0, len(overrides))
+	for n := range overrides {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if topicKeyByName[n] == nil {
+			return nil, invalidConfig("Unknown topic config name: %s", n)
+		}
+	}
+	out := make(map[string]string, len(overrides))
+	parsed := make(map[string]configValue, len(overrides))
+	for i := range topicKeys {
+		k := &topicKeys[i]
+		raw, ok := overrides[k.name]
+		if !ok {
+			continue
+		}
+		v, err := parseConfig(k.name, k.typ, raw)
+		if err == nil && k.check != nil {
+			err = k.check(k.name, v)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[k.name], parsed[k.name] = v.str, v
+	}
+	value := func(name string) configValue {
+		if v, ok := parsed[name]; ok {
+			return v
+		}
+		return bc.topicDefault(topicKeyByName[name])
+	}
+	if minLag, maxLag := value("min.compaction.lag.ms").num, value("max.compaction.lag.ms").num; minLag > maxLag {
+		return nil, invalidConfig("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", minLag, maxLag)
+	}
+	if value("remote.storage.enable").b {
+		return nil, invalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.")
+	}
+	return out, nil
+}
+
+// validateTopicConfigs checks the configs of a topic being created
+// (CreateTopics); the error, when not nil, is a *apiError with Kafka's
+// code and message.
+func (b *Broker) validateTopicConfigs(configs map[string]*string) error {
+	if _, err := b.canonicalTopicConfigs(configs); err != nil {
+		return err
+	}
+	return nil
+}
+
+// canonicalTopicConfigs is validateTopicConfigs returning the values to
+// store (see insertTopicConfigs).
+func (b *Broker) canonicalTopicConfigs(configs map[string]*string) (map[string]string, *apiError) {
+	names := make([]string, 0, len(configs))
+	raw := make(map[string]string, len(configs))
+	for n, v := range configs {
+		names = append(names, n)
+		if v != nil {
+			raw[n] = *v
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if configs[n] == nil {
+			return nil, invalidConfig("Null value not supported for topic configs: %s", n)
+		}
+	}
+	return b.brokerConfigs().checkTopicConfigs(raw)
+}
+
+const (
+	sqlInsertTopicConfigs = `
+INSERT INTO kafgres.topic_config (topic_id, name, value)
+SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS c(n, v)`
+	sqlDeleteTopicConfigs = `DELETE FROM kafgres.topic_config WHERE topic_id = $1`
+	sqlLockTopic          = `SELECT true FROM kafgres.topic WHERE topic_id = $1 FOR UPDATE`
+	sqlReadTopicConfigs   = `SELECT name, value FROM kafgres.topic_config WHERE topic_id = $1 AND value IS NOT NULL`
+)
+
+// insertTopicConfigs stores a new topic's overrides inside tx. The values
+// should be the canonical ones validateTopicConfigs accepted (use
+// canonicalTopicConfigs); they are stored as given.
+func insertTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64, configs map[string]string) error {
+	if len(configs) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(configs))
+	values := make([]string, 0, len(configs))
+	for n, v := range configs {
+		names = append(names, n)
+		values = append(values, v)
+	}
+	if _, err := tx.Exec(ctx, sqlInsertTopicConfigs, topicID, names, values); err != nil {
+		return fmt.Errorf("store configs of topic %d: %w", topicID, err)
+	}
+	return nil
+}
+
+// replaceTopicConfigs makes configs the topic's complete override set.
+func replaceTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64, configs map[string]string) error {
+	if _, err := tx.Exec(ctx, sqlDeleteTopicConfigs, topicID); err != nil {
+		return fmt.Errorf("clear configs of topic %d: %w", topicID, err)
+	}
+	return insertTopicConfigs(ctx, tx, topicID, configs)
+}
+
+// lockTopicConfigs locks the topic's row for the rest of tx (concurrent
+// alters of one topic apply one after the other) and reads its current
+// overrides. ok is false when the topic no longer exists.
+func lockTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64) (configs map[string]string, ok bool, err error) {
+	if err := tx.QueryRow(ctx, sqlLockTopic, topicID).Scan(&ok); err != nil {
+		if err == pgx.ErrNoRows {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("lock topic %d: %w", topicID, err)
+	}
+	rows, err := tx.Query(ctx, sqlReadTopicConfigs, topicID)
+	if err != nil {
+		return nil, false, fmt.Errorf("read configs of topic %d: %w", topicID, err)
+	}
+	configs, err = collectConfigRows(rows)
+	return configs, true, err
+}
+
+func collectConfigRows(rows pgx.Rows) (map[string]string, error) {
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var n, v string
+		if err := rows.Scan(&n, &v); err != nil {
+			return nil, fmt.Errorf("scan config row: %w", err)
+		}
+		out[n] = v
+	}
+	return out, rows.Err()
+}
+
+// describeTopicConfigs is DescribeConfigs' answer for t: every topic key
+// (or those in keys, when not empty) in Kafka's order.
+func (b *Broker) describeTopicConfigs(t *topic, keys []string, synonyms, documentation bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	return b.brokerConfigs().describeTopic(t.configs, keys, synonyms, documentation)
+}
+
+// describeTopic describes a topic with these overrides (it need not exist
+// yet: CreateTopics with validateOnly describes the topic it would create).
+func (bc *brokerConfigs) describeTopic(overrides map[string]string, keys []string, synonyms, documentation bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	want := keySet(keys)
+	out := []kmsg.DescribeConfigsResponseResourceConfig{}
+	for i := range kafkaConfigs.Topic {
+		e := &kafkaConfigs.Topic[i]
+		k := topicKeyByName[e.Name]
+		if k == nil || want != nil && !want[e.Name] {
+			continue
+		}
+		v, overridden := bc.topicValue(k, overrides)
+		var syns []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+		if overridden {
+			syns = append(syns, configSynonym(k.name, &v.str, kmsg.ConfigSourceDynamicTopicConfig))
+		}
+		if len(k.synonyms) > 0 {
+			primary := k.synonyms[0].name
+			syns = append(syns, bc.synonyms(primary, brokerSynonymNames(primary), false)...)
+		}
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Value = k.name, &v.str
+		c.Source = kmsg.ConfigSourceDefaultConfig
+		if len(syns) > 0 {
+			c.Source = syns[0].Source
+		}
+		if synonyms {
+			c.ConfigSynonyms = syns
+		}
+		c.ConfigType = k.typ
+		if documentation {
+			c.Documentation = e.Doc
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// createdTopicConfigs is the config list CreateTopics v5+ returns for a
+// topic created (or, with validateOnly, that would be created) with these
+// canonical overrides (canonicalTopicConfigs): the same entries as
+// DescribeConfigs, sorted by name as Kafka sends them.
+func (b *Broker) createdTopicConfigs(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
+	return b.brokerConfigs().createdTopicConfigs(overrides)
+}
+
+func (bc *brokerConfigs) createdTopicConfigs(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
+	described := bc.describeTopic(overrides, nil, false, false)
+	sort.Slice(described, func(i, j int) bool { return described[i].Name < described[j].Name })
+	out := make([]kmsg.CreateTopicsResponseTopicConfig, 0, len(described))
+	for _, d := range described {
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name, c.Value, c.ReadOnly, c.Source, c.IsSensitive = d.Name, d.Value, d.ReadOnly, int8(d.Source), d.IsSensitive
+		out = append(out, c)
+	}
+	return out
+}
+
+func keySet(keys []string) map[string]bool {
+	if len(keys) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+func configSynonym(name string, value *string, src kmsg.ConfigSource) kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+	s.Name, s.Value, s.Source = name, value, src
+	return s
+}
+
+// incrementalTopicConfigs applies IncrementalAlterConfigs operations to a
+// topic's current overrides.
+func (bc *brokerConfigs) incrementalTopicConfigs(current map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, *apiError) {
+	next := make(map[string]string, len(current))
+	for k, v := range current {
+		next[k] = v
+	}
+	for _, op := range ops {
+		switch op.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			next[op.Name] = *op.Value
+		case kmsg.IncrementalAlterConfigOpDelete:
+			delete(next, op.Name)
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			k := topicKeyByName[op.Name]
+			if k == nil || k.typ != kmsg.ConfigTypeList {
+				return nil, invalidConfig("Can't %s to key %s because its type is not LIST.", op.Op, op.Name)
+			}
+			base, ok := next[op.Name]
+			if v, err := parseConfig(k.name, k.typ, base); !ok || err != nil {
+				v, _ = bc.topicValue(k, nil)
+				base = v.str
+			}
+			next[op.Name] = applyListOp(base, op.Op, *op.Value)
+		}
+	}
+	return next, nil
+}
+
+// applyListOp appends the comma-separated items of value to the list base
+// (skipping those already in it) or removes them from it.
+func applyListOp(base string, op kmsg.IncrementalAlterConfigOp, value string) string {
+	var items []string
+	if javaTrim(base) != "" {
+		items = listSeparator.Split(javaTrim(base), -1)
+	}
+	for _, it := range strings.Split(value, ",") {
+		if op == kmsg.IncrementalAlterConfigOpAppend {
+			if !contains(items, it) {
+				items = append(items, it)
+			}
+			continue
+		}
+		kept := items[:0]
+		for _, x := range items {
+			if x != it {
+				kept = append(kept, x)
+			}
+		}
+		items = kept
+	}
+	return strings.Join(items, ",")
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// topicResourceError is the error for a topic config resource whose name is
+// not a usable topic (alters), or nil.
+func topicResourceError(name string) *apiError {
+	if name == "" {
+		return invalidRequest("Default topic resources are not allowed.")
+	}
+	if p := topicNameProblem(name); p != "" {
+		return &apiError{code: kerr.InvalidTopicException.Code, msg: "Topic name is invalid: " + p}
+	}
+	return nil
+}
