@@ -55,9 +55,13 @@ func FreePort(t testing.TB) int {
 
 // Start creates and starts a cluster in a fresh directory; extra lines are
 // appended to its postgresql.conf. The cluster is stopped and removed when
-// the test ends.
+// the test ends. $KAFGRES_BROKER_PATH runs another broker build than the
+// installed one, for trying a change without installing it.
 func Start(t testing.TB, extraConf ...string) *Cluster {
 	t.Helper()
+	if p := os.Getenv("KAFGRES_BROKER_PATH"); p != "" {
+		extraConf = append(extraConf, "kafgres.broker_path = '"+p+"'")
+	}
 	dir, err := os.MkdirTemp("", "kafgres-test-")
 	if err != nil {
 		t.Fatal(err)

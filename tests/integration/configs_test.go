@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,17 +16,6 @@ import (
 )
 
 const configTool = "org.apache.kafka.tools.ConfigCommand" // kafka-configs.sh
-
-// startConfigsCluster is harness.Start; KAFGRES_BROKER_PATH runs another
-// broker build than the installed one (for trying a change without
-// installing it).
-func startConfigsCluster(t *testing.T) *harness.Cluster {
-	conf := []string{"kafgres.group_initial_rebalance_delay = 0"}
-	if p := os.Getenv("KAFGRES_BROKER_PATH"); p != "" {
-		conf = append(conf, "kafgres.broker_path = '"+p+"'")
-	}
-	return harness.Start(t, conf...)
-}
 
 func sp(s string) *string { return &s }
 
@@ -79,7 +67,7 @@ func deref(s *string) string {
 // reaching topics; everything stored in kafgres.topic_config and
 // kafgres.broker_config and surviving a broker restart.
 func TestTopicAndBrokerConfigs(t *testing.T) {
-	c := startConfigsCluster(t)
+	c := harness.Start(t, "kafgres.group_initial_rebalance_delay = 0")
 	c.CreateTopic(t, "cfgt", 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr))
 	if err != nil {
