@@ -34,25 +34,38 @@ func handleAlterConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.Alter
 	for i, r := range req.Resources {
 		keys[i] = resourceKey{r.ResourceType, r.ResourceName}
 	}
-	dups := duplicateResources(keys)
-	altered := false
+	errs := b.alterEach(ctx, keys, req.ValidateOnly, func(i int) *apiError {
+		return b.alterConfigsResource(ctx, req.Resources[i], req.ValidateOnly)
+	})
 	for i, r := range req.Resources {
-		err := errDuplicateResource
-		if !dups[keys[i]] {
-			err = b.alterConfigsResource(ctx, r, req.ValidateOnly)
-			altered = altered || err == nil && !req.ValidateOnly
-		}
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = r.ResourceType, r.ResourceName
-		res.ErrorCode, res.ErrorMessage = err.errorCode(), err.errorMessage()
+		res.ErrorCode, res.ErrorMessage = errs[i].errorCode(), errs[i].errorMessage()
 		resp.Resources = append(resp.Resources, res)
+	}
+	return resp, nil
+}
+
+// alterEach runs alter for every resource named once (one named twice gets
+// errDuplicateResource, as Kafka answers) and reloads the catalog when
+// something changed, so the answer is sent only once the change is served.
+func (b *Broker) alterEach(ctx context.Context, keys []resourceKey, validateOnly bool, alter func(i int) *apiError) []*apiError {
+	dups := duplicateResources(keys)
+	errs := make([]*apiError, len(keys))
+	altered := false
+	for i, k := range keys {
+		errs[i] = errDuplicateResource
+		if !dups[k] {
+			errs[i] = alter(i)
+			altered = altered || errs[i] == nil && !validateOnly
+		}
 	}
 	if altered {
 		if err := b.catalog.reload(ctx); err != nil {
 			b.log.Warn("reload after alter configs", "err", err)
 		}
 	}
-	return resp, nil
+	return errs
 }
 
 func (b *Broker) alterConfigsResource(ctx context.Context, r kmsg.AlterConfigsRequestResource, validateOnly bool) *apiError {

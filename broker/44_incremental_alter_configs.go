@@ -38,23 +38,14 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, _ *conn, req 
 	for i, r := range req.Resources {
 		keys[i] = resourceKey{r.ResourceType, r.ResourceName}
 	}
-	dups := duplicateResources(keys)
-	altered := false
+	errs := b.alterEach(ctx, keys, req.ValidateOnly, func(i int) *apiError {
+		return b.incrementalAlterResource(ctx, req.Resources[i], req.ValidateOnly)
+	})
 	for i, r := range req.Resources {
-		err := errDuplicateResource
-		if !dups[keys[i]] {
-			err = b.incrementalAlterResource(ctx, r, req.ValidateOnly)
-			altered = altered || err == nil && !req.ValidateOnly
-		}
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = r.ResourceType, r.ResourceName
-		res.ErrorCode, res.ErrorMessage = err.errorCode(), err.errorMessage()
+		res.ErrorCode, res.ErrorMessage = errs[i].errorCode(), errs[i].errorMessage()
 		resp.Resources = append(resp.Resources, res)
-	}
-	if altered {
-		if err := b.catalog.reload(ctx); err != nil {
-			b.log.Warn("reload after alter configs", "err", err)
-		}
 	}
 	return resp, nil
 }

@@ -418,6 +418,16 @@ SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS c(n, v)`
 	sqlLoadBrokerConfigs = `SELECT node_id, name, value FROM kafgres.broker_config`
 )
 
+// configColumns splits configs into the name and value arrays the insert
+// statements unnest.
+func configColumns(configs map[string]string) (names, values []string) {
+	for n, v := range configs {
+		names = append(names, n)
+		values = append(values, v)
+	}
+	return names, values
+}
+
 // replaceBrokerConfigs makes configs the entity's dynamic config set
 // (nodeID nil: the cluster default).
 func replaceBrokerConfigs(ctx context.Context, tx pgx.Tx, nodeID *int32, configs map[string]string) error {
@@ -427,12 +437,7 @@ func replaceBrokerConfigs(ctx context.Context, tx pgx.Tx, nodeID *int32, configs
 	if len(configs) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(configs))
-	values := make([]string, 0, len(configs))
-	for n, v := range configs {
-		names = append(names, n)
-		values = append(values, v)
-	}
+	names, values := configColumns(configs)
 	if _, err := tx.Exec(ctx, sqlInsertBrokerConfig, nodeID, names, values); err != nil {
 		return fmt.Errorf("store broker configs: %w", err)
 	}

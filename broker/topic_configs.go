@@ -307,12 +307,7 @@ func insertTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64, configs m
 	if len(configs) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(configs))
-	values := make([]string, 0, len(configs))
-	for n, v := range configs {
-		names = append(names, n)
-		values = append(values, v)
-	}
+	names, values := configColumns(configs)
 	if _, err := tx.Exec(ctx, sqlInsertTopicConfigs, topicID, names, values); err != nil {
 		return fmt.Errorf("store configs of topic %d: %w", topicID, err)
 	}

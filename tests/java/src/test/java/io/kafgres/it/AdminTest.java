@@ -9,9 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -67,39 +65,13 @@ import org.apache.kafka.common.quota.ClientQuotaAlteration;
 import org.apache.kafka.common.quota.ClientQuotaEntity;
 import org.apache.kafka.common.quota.ClientQuotaFilter;
 import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** The stock Admin client against a single-node cluster whose only broker is node 1. */
-class AdminTest {
+class AdminTest extends TopicFixture {
     private static final int NODE = 1;
-    private static Admin admin;
-    private static final List<String> topics = Collections.synchronizedList(new ArrayList<>());
 
-    @BeforeAll
-    static void setUp() {
-        admin = Kit.admin();
-    }
 
-    @AfterAll
-    static void tearDown() {
-        Kit.deleteTopics(admin, topics);
-        admin.close();
-    }
-
-    private static String newTopic(String what, int partitions, Map<String, String> configs) {
-        String t = Kit.topic(what);
-        topics.add(t);
-        Kit.createTopic(admin, t, partitions, configs);
-        return t;
-    }
-
-    private static String newName(String what) {
-        String t = Kit.topic(what);
-        topics.add(t);
-        return t;
-    }
 
     private static TopicDescription describe(String topic) {
         return get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic);

@@ -11,7 +11,6 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -30,34 +29,13 @@ import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** The stock KafkaConsumer: groups (classic and KIP-848), manual assignment, offset look-ups. */
-class ConsumerTest {
-    private static Admin admin;
-    private static final List<String> topics = Collections.synchronizedList(new ArrayList<>());
+class ConsumerTest extends TopicFixture {
 
-    @BeforeAll
-    static void setUp() {
-        admin = Kit.admin();
-    }
-
-    @AfterAll
-    static void tearDown() {
-        Kit.deleteTopics(admin, topics);
-        admin.close();
-    }
-
-    private static String newTopic(String what, int partitions) {
-        String t = Kit.topic(what);
-        topics.add(t);
-        Kit.createTopic(admin, t, partitions);
-        return t;
-    }
 
     /** Writes values prefix+i for i in [from, to) round-robin over the partitions, keyed by value. */
     private static void produce(String topic, int partitions, String prefix, int from, int to) {

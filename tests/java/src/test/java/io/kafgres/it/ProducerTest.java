@@ -21,7 +21,6 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -33,34 +32,13 @@ import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.record.TimestampType;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** The stock KafkaProducer: idempotent, acks=all, no overrides unless the test is about one. */
-class ProducerTest {
-    private static Admin admin;
-    private static final List<String> topics = Collections.synchronizedList(new ArrayList<>());
+class ProducerTest extends TopicFixture {
 
-    @BeforeAll
-    static void setUp() {
-        admin = Kit.admin();
-    }
-
-    @AfterAll
-    static void tearDown() {
-        Kit.deleteTopics(admin, topics);
-        admin.close();
-    }
-
-    private static String newTopic(String what, int partitions, Map<String, String> configs) {
-        String t = Kit.topic(what);
-        topics.add(t);
-        Kit.createTopic(admin, t, partitions, configs);
-        return t;
-    }
 
     /** The defaults this suite relies on: if kafka-clients changed them, the tests below would test something else. */
     @Test
@@ -237,8 +215,7 @@ class ProducerTest {
     /** Both kafgres and the reference broker auto-create topics (auto.create.topics.enable=true, one partition). */
     @Test
     void unknownTopicIsAutoCreated() throws Exception {
-        String t = Kit.topic("auto");
-        topics.add(t);
+        String t = newName("auto");
         try (KafkaProducer<String, String> p = Kit.producer()) {
             RecordMetadata md = get(p.send(new ProducerRecord<>(t, "k", "v")));
             assertEquals(0, md.partition());
