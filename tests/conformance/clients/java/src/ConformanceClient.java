@@ -20,6 +20,7 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
@@ -27,10 +28,26 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.AlterConfigsOptions;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
+import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.clients.admin.SupportedVersionRange;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -41,8 +58,11 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -127,6 +147,22 @@ public final class ConformanceClient {
             case "group-describe" -> groupDescribe();
             case "group-list" -> groupList();
             case "group-errors" -> groupErrors();
+            case "topics-create" -> topicsCreate();
+            case "topics-create-validate-only" -> topicsCreateValidateOnly();
+            case "topics-create-configs" -> topicsCreateConfigs();
+            case "topics-list" -> topicsList();
+            case "topics-alter-partitions" -> topicsAlterPartitions();
+            case "topics-delete" -> topicsDelete();
+            case "configs-topic-describe" -> configsTopicDescribe();
+            case "configs-topic-alter" -> configsTopicAlter();
+            case "delete-records" -> deleteRecords();
+            case "log-dirs" -> logDirs();
+            case "features-describe" -> featuresDescribe();
+            case "features-update" -> featuresUpdate();
+            case "configs-broker-describe", "configs-broker-alter" ->
+                emit("skip", "broker configs are cluster-wide: java-tools alters them while other clients run");
+            case "broker-api-versions", "console-produce-consume" ->
+                emit("skip", "a kafka-*.sh tool scenario (java-tools)");
             default -> emit("skip", "scenario unknown to the java client");
         }
     }
@@ -475,6 +511,333 @@ public final class ConformanceClient {
             }
             emit("records", n);
             emit("query", "latest", "offset", c.endOffsets(List.of(tp), Duration.ofSeconds(10)).get(tp));
+        }
+    }
+
+
+    // ---- admin: topics, configs, records, log dirs, features (issue #6) ----
+
+    // Runs an admin call and prints {op, error} (error NONE on success);
+    // returns whether it succeeded.
+    private boolean op(String op, AdminCall call) {
+        try {
+            call.run();
+            emit("op", op, "error", "NONE");
+            return true;
+        } catch (Exception e) {
+            emit("op", op, "error", errorName(e));
+            return false;
+        }
+    }
+
+    private interface AdminCall {
+        void run() throws Exception;
+    }
+
+    private static final long ADMIN_WAIT = 20;
+
+    private void describeLayout(Admin admin, String t) throws Exception {
+        TopicDescription d = admin.describeTopics(List.of(t)).allTopicNames().get(ADMIN_WAIT, TimeUnit.SECONDS).get(t);
+        emit("topic", d.name(), "partitions", d.partitions().size(), "internal", d.isInternal());
+        for (TopicPartitionInfo p : d.partitions()) {
+            emit("partition", p.partition(), "leader", p.leader() == null ? -1 : p.leader().id(),
+                    "replicas", nodeIds(p.replicas()), "isr", nodeIds(p.isr()));
+        }
+    }
+
+    private void topicsCreate() throws Exception {
+        String t = prefix + "-topics-create-new";
+        try (Admin admin = admin()) {
+            CreateTopicsResult r = admin.createTopics(List.of(new NewTopic(t, 3, (short) 1)));
+            if (op("create", () -> r.all().get(ADMIN_WAIT, TimeUnit.SECONDS))) {
+                emit("op", "create", "num_partitions", r.numPartitions(t).get(), "replication_factor", r.replicationFactor(t).get());
+            }
+            awaitTopic(admin, t, 3);
+            describeLayout(admin, t);
+            op("create_existing", () -> admin.createTopics(List.of(new NewTopic(t, 3, (short) 1))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            String d = prefix + "-topics-create-default";
+            CreateTopicsResult rd = admin.createTopics(List.of(new NewTopic(d, Optional.empty(), Optional.empty())));
+            if (op("create_defaults", () -> rd.all().get(ADMIN_WAIT, TimeUnit.SECONDS))) {
+                emit("op", "create_defaults", "num_partitions", rd.numPartitions(d).get(), "replication_factor", rd.replicationFactor(d).get());
+            }
+            awaitTopic(admin, d, 1);
+            describeLayout(admin, d);
+            op("create_invalid_name", () -> admin.createTopics(List.of(new NewTopic(prefix + "-topics-create-bad!", 1, (short) 1))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("create_zero_partitions", () -> admin.createTopics(List.of(new NewTopic(prefix + "-topics-create-zero", 0, (short) 1))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("create_replication_factor_3", () -> admin.createTopics(List.of(new NewTopic(prefix + "-topics-create-rf3", 1, (short) 3))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+        }
+    }
+
+    private void topicsCreateValidateOnly() throws Exception {
+        String t = prefix + "-topics-create-validate-only-new";
+        CreateTopicsOptions validate = new CreateTopicsOptions().validateOnly(true);
+        try (Admin admin = admin()) {
+            CreateTopicsResult r = admin.createTopics(List.of(new NewTopic(t, 3, (short) 1)), validate);
+            if (op("validate_new", () -> r.all().get(ADMIN_WAIT, TimeUnit.SECONDS))) {
+                emit("op", "validate_new", "num_partitions", r.numPartitions(t).get(), "replication_factor", r.replicationFactor(t).get());
+            }
+            op("describe_validated", () -> admin.describeTopics(List.of(t)).allTopicNames().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("validate_existing", () -> admin.createTopics(List.of(new NewTopic(topic(0), 1, (short) 1)), validate).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("validate_unknown_config", () -> admin.createTopics(List.of(new NewTopic(t, 1, (short) 1).configs(Map.of("no.such.config", "1"))), validate).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("validate_invalid_value", () -> admin.createTopics(List.of(new NewTopic(t, 1, (short) 1).configs(Map.of("retention.ms", "abc"))), validate).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("validate_zero_partitions", () -> admin.createTopics(List.of(new NewTopic(t, 0, (short) 1)), validate).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+        }
+    }
+
+    // the entries set on the resource itself or inherited from a dynamic or
+    // static broker config: {name, value, source}, sorted by name
+    private void nonDefaultConfigs(String op, Config c) {
+        List<ConfigEntry> es = new ArrayList<>(c.entries());
+        es.sort((a, b) -> a.name().compareTo(b.name()));
+        for (ConfigEntry e : es) {
+            if (e.source() != ConfigEntry.ConfigSource.DEFAULT_CONFIG) {
+                emit("op", op, "name", e.name(), "value", e.value(), "source", e.source().name());
+            }
+        }
+    }
+
+    private Config topicConfig(Admin admin, String t) throws Exception {
+        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, t);
+        return admin.describeConfigs(List.of(res)).all().get(ADMIN_WAIT, TimeUnit.SECONDS).get(res);
+    }
+
+    private void topicsCreateConfigs() throws Exception {
+        String t = prefix + "-topics-create-configs-new";
+        Map<String, String> cfg = Map.of("retention.ms", "86400000", "cleanup.policy", "compact", "max.message.bytes", "2000000");
+        try (Admin admin = admin()) {
+            CreateTopicsResult r = admin.createTopics(List.of(new NewTopic(t, 2, (short) 1).configs(cfg)));
+            if (op("create", () -> r.all().get(ADMIN_WAIT, TimeUnit.SECONDS))) {
+                nonDefaultConfigs("create_result", r.config(t).get());
+            }
+            awaitTopic(admin, t, 2);
+            nonDefaultConfigs("describe_configs", topicConfig(admin, t));
+            String bad = prefix + "-topics-create-configs-bad";
+            op("create_unknown_config", () -> admin.createTopics(List.of(new NewTopic(bad, 1, (short) 1).configs(Map.of("no.such.config", "1")))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("create_invalid_value", () -> admin.createTopics(List.of(new NewTopic(bad, 1, (short) 1).configs(Map.of("retention.ms", "abc")))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("create_invalid_policy", () -> admin.createTopics(List.of(new NewTopic(bad, 1, (short) 1).configs(Map.of("cleanup.policy", "bogus")))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+        }
+    }
+
+    private void topicsList() throws Exception {
+        try (Admin admin = admin()) {
+            awaitTopic(admin, topic(1), 1);
+            List<String> names = new ArrayList<>();
+            for (String n : admin.listTopics().names().get(ADMIN_WAIT, TimeUnit.SECONDS)) {
+                if (n.startsWith(prefix + "-topics-list-")) names.add(n);
+            }
+            Collections.sort(names);
+            for (String n : names) emit("topic", n);
+        }
+    }
+
+    private void topicsAlterPartitions() throws Exception {
+        try (Admin admin = admin()) {
+            op("increase_to_3", () -> admin.createPartitions(Map.of(topic(0), NewPartitions.increaseTo(3))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            awaitTopic(admin, topic(0), 3);
+            describeLayout(admin, topic(0));
+            op("increase_to_2", () -> admin.createPartitions(Map.of(topic(0), NewPartitions.increaseTo(2))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("increase_to_3_again", () -> admin.createPartitions(Map.of(topic(0), NewPartitions.increaseTo(3))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("increase_missing", () -> admin.createPartitions(Map.of(missing(), NewPartitions.increaseTo(2))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+        }
+        try (KafkaProducer<byte[], byte[]> prod = producer(new Properties())) {
+            RecordMetadata md = prod.send(new ProducerRecord<>(topic(0), 2, TS0, null, bytes("p2"))).get(20, TimeUnit.SECONDS);
+            emit("op", "produce_to_new_partition", "partition", md.partition(), "offset", md.offset());
+        }
+    }
+
+    private void topicsDelete() throws Exception {
+        try (Admin admin = admin()) {
+            op("delete", () -> admin.deleteTopics(List.of(topic(0))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            awaitGone(admin, topic(0));
+            op("describe_deleted", () -> admin.describeTopics(List.of(topic(0))).allTopicNames().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            op("delete_missing", () -> admin.deleteTopics(List.of(missing())).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            Uuid id = admin.describeTopics(List.of(topic(1))).allTopicNames().get(ADMIN_WAIT, TimeUnit.SECONDS).get(topic(1)).topicId();
+            op("delete_by_id", () -> admin.deleteTopics(TopicCollection.ofTopicIds(List.of(id))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            awaitGone(admin, topic(1));
+            op("delete_unknown_id", () -> admin.deleteTopics(TopicCollection.ofTopicIds(List.of(Uuid.randomUuid()))).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+            List<String> left = new ArrayList<>();
+            for (String n : admin.listTopics().names().get(ADMIN_WAIT, TimeUnit.SECONDS)) {
+                if (n.startsWith(prefix + "-topics-delete-")) left.add(n);
+            }
+            emit("op", "list_after_delete", "topics", new ArrayList<Object>(left));
+        }
+    }
+
+    // every config of the topic with its synonyms, in name order
+    private void configsTopicDescribe() throws Exception {
+        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic(0));
+        try (Admin admin = admin()) {
+            Config c = admin.describeConfigs(List.of(res), new DescribeConfigsOptions().includeSynonyms(true))
+                    .all().get(ADMIN_WAIT, TimeUnit.SECONDS).get(res);
+            List<ConfigEntry> es = new ArrayList<>(c.entries());
+            es.sort((a, b) -> a.name().compareTo(b.name()));
+            for (ConfigEntry e : es) {
+                List<Object> syn = new ArrayList<>();
+                for (ConfigEntry.ConfigSynonym s : e.synonyms()) syn.add(Arrays.asList(s.source().name(), s.name(), s.value()));
+                emit("name", e.name(), "value", e.value(), "source", e.source().name(), "sensitive", e.isSensitive(),
+                        "read_only", e.isReadOnly(), "synonyms", syn);
+            }
+            ConfigResource gone = new ConfigResource(ConfigResource.Type.TOPIC, missing());
+            op("describe_missing", () -> admin.describeConfigs(List.of(gone)).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+        }
+    }
+
+    private void configsTopicAlter() throws Exception {
+        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic(0));
+        try (Admin admin = admin()) {
+            alter(admin, "set", res, false, set("retention.ms", "86400000"), set("max.message.bytes", "2000000"));
+            awaitTopicConfig(admin, "retention.ms", "86400000");
+            nonDefaultConfigs("describe_after_set", topicConfig(admin, topic(0)));
+            alter(admin, "delete", res, false, new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE));
+            awaitTopicConfig(admin, "retention.ms", null);
+            nonDefaultConfigs("describe_after_delete", topicConfig(admin, topic(0)));
+            alter(admin, "append", res, false, new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND));
+            awaitTopicConfig(admin, "cleanup.policy", "delete,compact");
+            nonDefaultConfigs("describe_after_append", topicConfig(admin, topic(0)));
+            alter(admin, "subtract", res, false, new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.SUBTRACT));
+            awaitTopicConfig(admin, "cleanup.policy", "compact");
+            nonDefaultConfigs("describe_after_subtract", topicConfig(admin, topic(0)));
+            alter(admin, "validate_only", res, true, set("segment.ms", "3600000"));
+            alter(admin, "unknown_config", res, false, set("no.such.config", "1"));
+            alter(admin, "invalid_value", res, false, set("retention.ms", "abc"));
+            alter(admin, "missing_topic", new ConfigResource(ConfigResource.Type.TOPIC, missing()), false, set("retention.ms", "1000"));
+            nonDefaultConfigs("describe_after_errors", topicConfig(admin, topic(0)));
+        }
+    }
+
+    private static AlterConfigOp set(String name, String value) {
+        return new AlterConfigOp(new ConfigEntry(name, value), AlterConfigOp.OpType.SET);
+    }
+
+    private void alter(Admin admin, String op, ConfigResource res, boolean validateOnly, AlterConfigOp... ops) {
+        op(op, () -> admin.incrementalAlterConfigs(Map.of(res, List.of(ops)), new AlterConfigsOptions().validateOnly(validateOnly))
+                .all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+    }
+
+    private void deleteRecords() throws Exception {
+        long[] ts = new long[5];
+        for (int i = 0; i < 5; i++) ts[i] = TS0 + 1000L * i;
+        produceTimestamps(topic(0), ts);
+        try (KafkaProducer<byte[], byte[]> prod = producer(new Properties())) {
+            for (int i = 0; i < 2; i++) prod.send(new ProducerRecord<>(topic(0), 1, TS0 + i, null, bytes("p1-" + i))).get(20, TimeUnit.SECONDS);
+        }
+        TopicPartition p0 = new TopicPartition(topic(0), 0), p1 = new TopicPartition(topic(0), 1);
+        try (Admin admin = admin()) {
+            var r = admin.deleteRecords(Map.of(p0, RecordsToDelete.beforeOffset(3), p1, RecordsToDelete.beforeOffset(-1)));
+            for (TopicPartition tp : List.of(p0, p1)) {
+                try {
+                    emit("op", "delete", "partition", tp.partition(), "low_watermark", r.lowWatermarks().get(tp).get(ADMIN_WAIT, TimeUnit.SECONDS).lowWatermark());
+                } catch (ExecutionException e) {
+                    emit("op", "delete", "partition", tp.partition(), "error", errorName(e));
+                }
+            }
+            for (TopicPartition tp : List.of(p0, p1)) {
+                emit("query", "earliest", "partition", tp.partition(), "offset", listOffset(admin, tp, OffsetSpec.earliest()).offset());
+                emit("query", "latest", "partition", tp.partition(), "offset", listOffset(admin, tp, OffsetSpec.latest()).offset());
+            }
+            for (long before : new long[] {1, 10}) {
+                try {
+                    long low = admin.deleteRecords(Map.of(p0, RecordsToDelete.beforeOffset(before))).lowWatermarks().get(p0).get(ADMIN_WAIT, TimeUnit.SECONDS).lowWatermark();
+                    emit("op", "delete_before_" + before, "low_watermark", low);
+                } catch (ExecutionException e) {
+                    emit("op", "delete_before_" + before, "error", errorName(e));
+                }
+            }
+        }
+        try (KafkaConsumer<byte[], byte[]> c = consumer(new Properties())) {
+            c.assign(List.of(p0));
+            c.seekToBeginning(List.of(p0));
+            emit("op", "position_from_beginning", "offset", c.position(p0, Duration.ofSeconds(15)));
+        }
+    }
+
+    // sizes are exact: three records with fixed timestamps, one batch each
+    private void logDirs() throws Exception {
+        produceTimestamps(topic(0), new long[] {TS0, TS0 + 1000, TS0 + 2000});
+        try (Admin admin = admin()) {
+            Map<Integer, Map<String, LogDirDescription>> all = admin.describeLogDirs(List.of(1)).allDescriptions().get(ADMIN_WAIT, TimeUnit.SECONDS);
+            for (var broker : new TreeMap<>(all).entrySet()) {
+                emit("broker", broker.getKey(), "log_dirs", broker.getValue().size());
+                for (LogDirDescription d : broker.getValue().values()) {
+                    emit("log_dir_error", d.error() == null ? "NONE" : errorName(d.error()),
+                            "total_bytes_known", d.totalBytes().isPresent(), "usable_bytes_known", d.usableBytes().isPresent());
+                    Map<TopicPartition, ReplicaInfo> ours = new TreeMap<>((a, b) -> Integer.compare(a.partition(), b.partition()));
+                    d.replicaInfos().forEach((tp, info) -> {
+                        if (tp.topic().equals(topic(0))) ours.put(tp, info);
+                    });
+                    ours.forEach((tp, info) -> emit("partition", tp.partition(), "size", info.size(), "offset_lag", info.offsetLag(),
+                            "is_future", info.isFuture()));
+                }
+            }
+        }
+    }
+
+    private void featuresDescribe() throws Exception {
+        try (Admin admin = admin()) {
+            FeatureMetadata f = admin.describeFeatures().featureMetadata().get(ADMIN_WAIT, TimeUnit.SECONDS);
+            for (var e : new TreeMap<>(f.supportedFeatures()).entrySet()) {
+                SupportedVersionRange r = e.getValue();
+                emit("supported", e.getKey(), "min", r.minVersion(), "max", r.maxVersion());
+            }
+            for (var e : new TreeMap<>(f.finalizedFeatures()).entrySet()) {
+                FinalizedVersionRange r = e.getValue();
+                emit("finalized", e.getKey(), "min", r.minVersionLevel(), "max", r.maxVersionLevel());
+            }
+            emit("finalized_epoch_known", f.finalizedFeaturesEpoch().isPresent());
+        }
+    }
+
+    private void featuresUpdate() throws Exception {
+        try (Admin admin = admin()) {
+            updateFeature(admin, "upgrade_validate", "group.version", 1, FeatureUpdate.UpgradeType.UPGRADE, true);
+            updateFeature(admin, "safe_downgrade_validate", "group.version", 0, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE, true);
+            updateFeature(admin, "upgrade_to_current", "group.version", 1, FeatureUpdate.UpgradeType.UPGRADE, false);
+            updateFeature(admin, "upgrade_unsupported", "group.version", 9, FeatureUpdate.UpgradeType.UPGRADE, true);
+            updateFeature(admin, "upgrade_unknown", "no.such.feature", 1, FeatureUpdate.UpgradeType.UPGRADE, true);
+            updateFeature(admin, "downgrade_without_type", "transaction.version", 1, FeatureUpdate.UpgradeType.UPGRADE, true);
+            FinalizedVersionRange r = admin.describeFeatures().featureMetadata().get(ADMIN_WAIT, TimeUnit.SECONDS).finalizedFeatures().get("group.version");
+            emit("finalized", "group.version", "min", r == null ? -1 : r.minVersionLevel(), "max", r == null ? -1 : r.maxVersionLevel());
+        }
+    }
+
+    private void updateFeature(Admin admin, String op, String feature, int level, FeatureUpdate.UpgradeType type, boolean validateOnly) {
+        op(op, () -> admin.updateFeatures(Map.of(feature, new FeatureUpdate((short) level, type)),
+                new UpdateFeaturesOptions().validateOnly(validateOnly)).all().get(ADMIN_WAIT, TimeUnit.SECONDS));
+    }
+
+    // waits, not observed: metadata and configs reach the broker's caches a
+    // moment after the admin call that changed them returned
+    private static void awaitTopic(Admin admin, String t, int partitions) throws Exception {
+        long end = System.currentTimeMillis() + 15000;
+        while (true) {
+            try {
+                TopicDescription d = admin.describeTopics(List.of(t)).allTopicNames().get(10, TimeUnit.SECONDS).get(t);
+                if (d.partitions().size() == partitions) return;
+            } catch (ExecutionException e) {
+                // not there yet
+            }
+            if (System.currentTimeMillis() > end) throw new TimeoutException("topic " + t + " with " + partitions + " partitions");
+            Thread.sleep(200);
+        }
+    }
+
+    private static void awaitGone(Admin admin, String t) throws Exception {
+        long end = System.currentTimeMillis() + 15000;
+        while (admin.listTopics().names().get(10, TimeUnit.SECONDS).contains(t)) {
+            if (System.currentTimeMillis() > end) throw new TimeoutException("topic " + t + " still listed");
+            Thread.sleep(200);
+        }
+    }
+
+    // value null: until the topic no longer sets the config itself
+    private void awaitTopicConfig(Admin admin, String name, String value) throws Exception {
+        long end = System.currentTimeMillis() + 15000;
+        while (true) {
+            ConfigEntry e = topicConfig(admin, topic(0)).get(name);
+            boolean set = e != null && e.source() == ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG;
+            if (value == null ? !set : set && value.equals(e.value())) return;
+            if (System.currentTimeMillis() > end) throw new TimeoutException("config " + name + "=" + value);
+            Thread.sleep(200);
         }
     }
 
