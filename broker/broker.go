@@ -33,6 +33,7 @@ type Broker struct {
 	committer *committer
 	mirror    *mirror
 	features  featureLevels
+	conns     connLimits
 
 	// fatal is closed with fatalErr set when the broker must stop (a failed
 	// fsync): continuing could acknowledge data the kernel dropped.
@@ -130,8 +131,19 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 		if err != nil {
 			break
 		}
+		ip := remoteIP(nc)
+		maxTotal, maxPerIP := b.brokerConfigs().connectionLimits()
+		if !b.conns.admit(ip, maxTotal, maxPerIP) {
+			b.log.Info("connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max_connections", maxTotal, "max_connections_per_ip", maxPerIP)
+			nc.Close()
+			continue
+		}
 		conns.Add(1)
-		go func() { defer conns.Done(); b.serveConn(ctx, nc) }()
+		go func() {
+			defer conns.Done()
+			defer b.conns.release(ip)
+			b.serveConn(ctx, nc)
+		}()
 	}
 	cancel()
 	conns.Wait()

@@ -192,9 +192,10 @@ func (bc *brokerConfigs) synonyms(name string, names []string, sensitive bool) [
 }
 
 // alterableBrokerKeys are the broker keys kafgres lets AlterConfigs set:
-// the broker synonyms of topic configs that Kafka reconfigures at runtime.
+// the broker synonyms of topic configs that Kafka reconfigures at runtime,
+// and the connection quotas (conn_limits.go).
 var alterableBrokerKeys = func() map[string]bool {
-	m := map[string]bool{}
+	m := map[string]bool{"max.connections": true, "max.connections.per.ip": true}
 	for _, k := range topicKeys {
 		if len(k.synonyms) > 0 {
 			if e := kafkaBrokerKeys[k.synonyms[0].name]; e != nil && !e.ReadOnly {
@@ -225,6 +226,8 @@ func brokerValidator(name string) validator {
 		return requirement(func(n int64) bool { return n >= 0 }, "log.roll.jitter.ms must be greater than or equal to 0")
 	case "log.cleanup.policy":
 		return cleanupPolicies(true)
+	case "max.connections", "max.connections.per.ip":
+		return atLeast(0)
 	}
 	for _, k := range topicKeys {
 		if len(k.synonyms) > 0 && k.synonyms[0].name == name {

@@ -397,3 +397,43 @@ func TestClusterAdminAPIs(t *testing.T) {
 		t.Fatalf("heartbeat with group.version 1: error %d", code)
 	}
 }
+
+// TestConnectionLimits: max.connections.per.ip, altered at runtime, turns
+// away new connections from an address at its limit, and lifting it lets
+// them in again.
+func TestConnectionLimits(t *testing.T) {
+	c := harness.Start(t)
+	adm, _ := newAdmin(t, c.Addr)
+	ctx := ctxT(t)
+	setLimit := func(op kadm.IncrementalOp, value string) {
+		t.Helper()
+		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "max.connections.per.ip", Value: &value}})
+		if err != nil || rs[0].Err != nil {
+			t.Fatalf("%v max.connections.per.ip: %v %+v", op, err, rs)
+		}
+	}
+	// answered reports whether a new connection gets an ApiVersions answer
+	answered := func() bool {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err = kmsg.NewPtrApiVersionsRequest().RequestWith(rctx, cl)
+		return err == nil
+	}
+	if !answered() {
+		t.Fatal("no answer without a limit")
+	}
+	setLimit(kadm.SetConfig, "1") // the admin client's connection is the one
+	if answered() {
+		t.Fatal("a second connection from 127.0.0.1 was served with max.connections.per.ip=1")
+	}
+	setLimit(kadm.DeleteConfig, "")
+	if !answered() {
+		t.Fatal("no answer after the limit was removed")
+	}
+}
