@@ -46,7 +46,10 @@ func (b *Broker) createPartitions(ctx context.Context, rt kmsg.CreatePartitionsR
 		return kerr.UnknownTopicOrPartition
 	}
 	current := int32(len(t.parts))
-	if rt.Count <= current {
+	switch {
+	case rt.Count == current:
+		return newAdminError(kerr.InvalidPartitions, "Topic already has %d partition(s).", current)
+	case rt.Count < current:
 		return newAdminError(kerr.InvalidPartitions, "The topic %s currently has %d partition(s); %d would not be an increase.", rt.Topic, current, rt.Count)
 	}
 	if rt.Count-current > maxPartitionsPerRequest {
