@@ -219,10 +219,11 @@ func (p *proxy) serve(client net.Conn) {
 	}
 }
 
-// rewrite decodes a Metadata or ListOffsets response with kmsg, changes it
-// and encodes it again; anything it does not understand passes unchanged.
+// rewrite decodes a Metadata, ListOffsets or DescribeTopicPartitions (what
+// the Java Admin describes topics with) response with kmsg, changes it and
+// encodes it again; anything it does not understand passes unchanged.
 func (p *proxy) rewrite(info reqInfo, frame []byte) []byte {
-	if info.key != 3 && info.key != 2 {
+	if info.key != 3 && info.key != 2 && info.key != 75 {
 		return frame
 	}
 	req := kmsg.RequestForKey(info.key)
@@ -249,6 +250,12 @@ func (p *proxy) rewrite(info reqInfo, frame []byte) []byte {
 		for i := range r.Brokers {
 			r.Brokers[i].Host, r.Brokers[i].Port = "127.0.0.1", int32(n)
 		}
+		for i := range r.Topics {
+			if broken && r.Topics[i].ErrorCode == unknown {
+				r.Topics[i].ErrorCode = replacement
+			}
+		}
+	case *kmsg.DescribeTopicPartitionsResponse:
 		for i := range r.Topics {
 			if broken && r.Topics[i].ErrorCode == unknown {
 				r.Topics[i].ErrorCode = replacement
