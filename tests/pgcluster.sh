@@ -12,7 +12,8 @@
 # "postgres") if it does not exist, (re)writes DIR/pgdata/kafgres.conf with
 # the settings below, starts the server -- or restarts it if it is already
 # running, so that a freshly installed kafgres.so and kafgres-broker are
-# picked up -- runs CREATE EXTENSION IF NOT EXISTS kafgres in database
+# picked up -- runs CREATE EXTENSION IF NOT EXISTS kafgres (and ALTER EXTENSION
+# kafgres UPDATE, for a cluster made by an older kafgres) in database
 # postgres and waits up to 30 s for the Kafka port to accept connections.
 # Running it twice is harmless.
 #
@@ -153,7 +154,7 @@ cmd_start() {
 	fi
 
 	PGOPTIONS="-c client_min_messages=warning" "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$RUNDIR" -p "$pgport" -U postgres -d postgres \
-		-c "CREATE EXTENSION IF NOT EXISTS kafgres" ||
+		-c "CREATE EXTENSION IF NOT EXISTS kafgres" -c "ALTER EXTENSION kafgres UPDATE" ||
 		{ show_log; die "CREATE EXTENSION kafgres failed"; }
 
 	local i
