@@ -18,6 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// SchemaVersion is the version of the kafgres extension (sql/) whose
+// tables this broker reads and writes.
+const SchemaVersion = "0.2.0"
+
 // Broker is one running kafgres broker.
 type Broker struct {
 	cfg  Config
@@ -191,14 +195,18 @@ func connect(ctx context.Context, dsn string, log *slog.Logger) (*pgxpool.Pool, 
 	for {
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err == nil {
-			var installed bool
-			err = pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'kafgres')`).Scan(&installed)
-			if err == nil && installed {
+			var version string
+			err = pool.QueryRow(ctx, `SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'kafgres'), '')`).Scan(&version)
+			if err == nil && version == SchemaVersion {
 				return pool, nil
 			}
 			pool.Close()
-			if err == nil {
+			switch {
+			case err != nil:
+			case version == "":
 				err = errors.New("extension kafgres is not installed; run CREATE EXTENSION kafgres")
+			default:
+				err = fmt.Errorf("extension kafgres is at version %s, this broker needs %s; run ALTER EXTENSION kafgres UPDATE", version, SchemaVersion)
 			}
 		}
 		if !logged {
