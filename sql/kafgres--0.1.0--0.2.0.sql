@@ -5,9 +5,10 @@
 
 /*
  * 0.2.0: the admin APIs (issue #6) -- growing topics, dynamic broker
- * configs, client quotas and finalized feature levels.  Everything here is
- * also in kafgres--0.2.0.sql; tests/integration checks that an updated
- * 0.1.0 installation has the same objects as a fresh one.
+ * configs, client quotas and finalized feature levels.  There is no
+ * separate 0.2.0 install script: CREATE EXTENSION runs kafgres--0.1.0.sql
+ * and then this one, so fresh and updated installations are built by the
+ * same statements.
  */
 
 /*

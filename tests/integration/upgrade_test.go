@@ -10,7 +10,8 @@ import (
 )
 
 // TestExtensionUpdate: ALTER EXTENSION kafgres UPDATE from 0.1.0 yields the
-// objects, columns and privileges a fresh CREATE EXTENSION gives.
+// objects, columns and privileges a fresh CREATE EXTENSION gives (which
+// guards the day a version gets its own install script again).
 func TestExtensionUpdate(t *testing.T) {
 	c := harness.Start(t)
 	ctx := ctxT(t)
