@@ -22,14 +22,12 @@ func init() {
 	scenarios["group-errors"] = groupErrors
 }
 
-func (r *runner) group() string { return fmt.Sprintf("%s-%s-g", r.prefix, r.scenario) }
-
-// groupClient is a group member of r.group() on topic 0, reading from the
+// groupClient is a group member of r.Group() on topic 0, reading from the
 // earliest offset, committing only when told to.
 func (r *runner) groupClient(opts ...kgo.Opt) (*kgo.Client, error) {
 	return r.client(append([]kgo.Opt{
-		kgo.ConsumerGroup(r.group()),
-		kgo.ConsumeTopics(r.topic(0)),
+		kgo.ConsumerGroup(r.Group()),
+		kgo.ConsumeTopics(r.Topic(0)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 	}, opts...)...)
@@ -58,7 +56,7 @@ func groupConsumeCommit(ctx context.Context, r *runner) error {
 	}
 	var recs []*kgo.Record
 	for i := 0; i < 6; i++ {
-		recs = append(recs, &kgo.Record{Topic: r.topic(0), Partition: int32(i % 3),
+		recs = append(recs, &kgo.Record{Topic: r.Topic(0), Partition: int32(i % 3),
 			Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))})
 	}
 	err = produce(ctx, pcl, recs...)
@@ -92,7 +90,7 @@ func groupConsumeCommit(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer adm.Close()
-	offs, err := kadm.NewClient(adm).FetchOffsets(ctx, r.group())
+	offs, err := kadm.NewClient(adm).FetchOffsets(ctx, r.Group())
 	if err != nil {
 		return err
 	}
@@ -100,7 +98,7 @@ func groupConsumeCommit(ctx context.Context, r *runner) error {
 		return err
 	}
 	for p := int32(0); p < 3; p++ {
-		o, ok := offs.Lookup(r.topic(0), p)
+		o, ok := offs.Lookup(r.Topic(0), p)
 		committed := int64(-1)
 		if ok {
 			committed = o.At
@@ -137,13 +135,13 @@ func groupDescribe(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer adm.Close()
-	groups, err := kadm.NewClient(adm).DescribeGroups(ctx, r.group())
+	groups, err := kadm.NewClient(adm).DescribeGroups(ctx, r.Group())
 	if err != nil {
 		return err
 	}
-	g, ok := groups[r.group()]
+	g, ok := groups[r.Group()]
 	if !ok {
-		return fmt.Errorf("group %s not in the DescribeGroups answer", r.group())
+		return fmt.Errorf("group %s not in the DescribeGroups answer", r.Group())
 	}
 	if g.Err != nil {
 		return g.Err
@@ -154,7 +152,7 @@ func groupDescribe(ctx context.Context, r *runner) error {
 		var ps []int32
 		if ca, ok := m.Assigned.AsConsumer(); ok {
 			for _, t := range ca.Topics {
-				if t.Topic == r.topic(0) {
+				if t.Topic == r.Topic(0) {
 					ps = append(ps, t.Partitions...)
 				}
 			}
@@ -177,7 +175,7 @@ func groupList(ctx context.Context, r *runner) error {
 		cl.Close()
 		return err
 	}
-	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{r.topic(0): {0: {Epoch: -1, Offset: 0}}},
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{r.Topic(0): {0: {Epoch: -1, Offset: 0}}},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
 			err = cerr
 			if err == nil {
@@ -203,7 +201,7 @@ func groupList(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
-	g, ok := listed[r.group()]
+	g, ok := listed[r.Group()]
 	obs := map[string]any{"present": ok}
 	if ok {
 		obs["state"] = g.State
@@ -240,8 +238,8 @@ func groupErrors(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer cl.Close()
-	unknown := func(op string) string { return r.group() + "-" + op } // a group nobody made
-	md, err := metadata(ctx, cl, r.topic(0))
+	unknown := func(op string) string { return r.Group() + "-" + op } // a group nobody made
+	md, err := metadata(ctx, cl, r.Topic(0))
 	if err != nil {
 		return err
 	}
@@ -249,11 +247,11 @@ func groupErrors(ctx context.Context, r *runner) error {
 
 	commit := func(op, member string, generation int32) error {
 		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Group = r.group()
+		req.Group = r.Group()
 		req.MemberID = member
 		req.Generation = generation
 		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = r.topic(0)
+		rt.Topic = r.Topic(0)
 		rt.TopicID = topicID
 		rp := kmsg.NewOffsetCommitRequestTopicPartition()
 		rp.Partition = 0
@@ -290,7 +288,7 @@ func groupErrors(ctx context.Context, r *runner) error {
 	r.emit(map[string]any{"op": "heartbeat_unknown_group", "error": codeName(hbr.ErrorCode)})
 
 	hb2 := kmsg.NewPtrHeartbeatRequest()
-	hb2.Group, hb2.MemberID, hb2.Generation = r.group(), "no-such-member", gen
+	hb2.Group, hb2.MemberID, hb2.Generation = r.Group(), "no-such-member", gen
 	hbr2, err := hb2.RequestWith(ctx, cl)
 	if err != nil {
 		return err
@@ -310,7 +308,7 @@ func groupErrors(ctx context.Context, r *runner) error {
 	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = unknown("join"), "consumer", 10000, 10000
 	jp := kmsg.NewJoinGroupRequestProtocol()
 	jp.Name = "range"
-	jp.Metadata = (&kmsg.ConsumerMemberMetadata{Topics: []string{r.topic(0)}}).AppendTo(nil)
+	jp.Metadata = (&kmsg.ConsumerMemberMetadata{Topics: []string{r.Topic(0)}}).AppendTo(nil)
 	jg.Protocols = append(jg.Protocols, jp)
 	jgr, err := jg.RequestWith(ctx, cl)
 	if err != nil {
@@ -342,7 +340,7 @@ func groupErrors(ctx context.Context, r *runner) error {
 		r.emit(map[string]any{"op": op, "error": codeName(resp.Groups[0].ErrorCode)})
 		return nil
 	}
-	if err := del("delete_non_empty_group", r.group()); err != nil {
+	if err := del("delete_non_empty_group", r.Group()); err != nil {
 		return err
 	}
 	if err := del("delete_unknown_group", unknown("delete")); err != nil {
@@ -352,7 +350,7 @@ func groupErrors(ctx context.Context, r *runner) error {
 	of := kmsg.NewPtrOffsetFetchRequest()
 	of.Group = unknown("fetch")
 	oft := kmsg.NewOffsetFetchRequestTopic()
-	oft.Topic = r.topic(0)
+	oft.Topic = r.Topic(0)
 	oft.Partitions = []int32{0}
 	of.Topics = append(of.Topics, oft)
 	ofr, err := of.RequestWith(ctx, cl)

@@ -7,97 +7,52 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/tests/conformance/clients/protocol"
 )
 
-// scenarioBudget stays below the 30 s PROTOCOL.md allows per scenario so
-// that a hung scenario still prints its observation before the runner
-// gives up on us.
-const scenarioBudget = 25 * time.Second
-
-// runner holds what every scenario needs: where the broker is, how topics
-// are named, and where observations go.
+// runner is what every scenario gets: the names of its topics and group,
+// and where its observations go.
 type runner struct {
-	bootstrap string
-	prefix    string
-	out       *bufio.Writer
-	scenario  string
+	protocol.Names
+	out *protocol.Output
 }
 
 func main() {
-	bootstrap := flag.String("bootstrap", "", "broker HOST:PORT")
-	prefix := flag.String("prefix", "", "topic name prefix, unique per run")
-	list := flag.String("scenarios", "", "comma-separated scenario names")
-	flag.Parse()
-	if *bootstrap == "" || *prefix == "" || *list == "" {
-		fmt.Fprintln(os.Stderr, "usage: franz --bootstrap HOST:PORT --prefix PREFIX --scenarios a,b,c")
-		os.Exit(2)
-	}
-
-	r := &runner{bootstrap: *bootstrap, prefix: *prefix, out: bufio.NewWriter(os.Stdout)}
-	defer r.out.Flush()
-	for _, name := range strings.Split(*list, ",") {
-		name = strings.TrimSpace(name)
-		if name == "" {
-			continue
-		}
-		r.run(name)
-	}
+	protocol.Main("franz", func(n protocol.Names, out *protocol.Output) { (&runner{Names: n, out: out}).run() })
 }
 
 // run executes one scenario. A scenario that fails unexpectedly prints an
 // observation naming the error instead of aborting the program, so the
 // remaining scenarios still run and the diff shows where it went wrong.
-func (r *runner) run(name string) {
-	r.scenario = name
+func (r *runner) run() {
+	name := r.Scenario
 	fn, ok := scenarios[name]
 	if !ok {
 		r.emit(map[string]any{"skip": "unknown scenario"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), scenarioBudget)
+	ctx, cancel := context.WithTimeout(context.Background(), protocol.ScenarioBudget)
 	defer cancel()
 	if err := fn(ctx, r); err != nil {
 		fmt.Fprintf(os.Stderr, "franz: %s: %v\n", name, err)
 		r.emit(map[string]any{"op": "scenario", "error": errName(err)})
 	}
-	// Flush per scenario so a later crash cannot swallow finished output.
-	r.out.Flush()
 }
 
-// emit prints one observation line. encoding/json sorts map keys, which
-// gives the deterministic key order the protocol requires.
-func (r *runner) emit(obs map[string]any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // keep values byte-identical to what was read
-	if err := enc.Encode(obs); err != nil {
-		panic(fmt.Sprintf("encoding observation: %v", err)) // only plain values are emitted
-	}
-	fmt.Fprintf(r.out, "%s\t%s", r.scenario, buf.Bytes()) // Encode adds the newline
-}
-
-// topic is the i-th topic the runner created for the current scenario.
-func (r *runner) topic(i int) string { return fmt.Sprintf("%s-%s-%d", r.prefix, r.scenario, i) }
-
-// missingTopic is the topic nobody creates for the current scenario.
-func (r *runner) missingTopic() string { return fmt.Sprintf("%s-%s-missing", r.prefix, r.scenario) }
+// emit prints one observation line of the scenario.
+func (r *runner) emit(obs map[string]any) { r.out.Emit(r.Scenario, obs) }
 
 // client builds a franz-go client for this broker. Idempotence is off by
 // default so that only the idempotent-producer scenario depends on
@@ -110,7 +65,7 @@ func (r *runner) client(opts ...kgo.Opt) (*kgo.Client, error) {
 // is on, and there is no option to turn it back on once disabled).
 func (r *runner) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 	base := []kgo.Opt{
-		kgo.SeedBrokers(r.bootstrap),
+		kgo.SeedBrokers(r.Bootstrap),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		// franz-go compresses with snappy by default; plain batches keep
 		// compression out of every scenario that is not about it (and keep
@@ -139,18 +94,6 @@ func errName(err error) string {
 		return "CLIENT_TIMEOUT"
 	}
 	return "CLIENT_ERROR"
-}
-
-// printable renders bytes per PROTOCOL.md: UTF-8 text as a string, other
-// bytes as "hex:...", and a null as JSON null.
-func printable(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return "hex:" + hex.EncodeToString(b)
 }
 
 // produce writes the records synchronously and returns the first error.
@@ -314,13 +257,13 @@ func metadataTopic(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer cl.Close()
-	resp, err := metadata(ctx, cl, r.topic(0))
+	resp, err := metadata(ctx, cl, r.Topic(0))
 	if err != nil {
 		return err
 	}
 	t := resp.Topics[0]
 	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-		return fmt.Errorf("metadata for %s: %w", r.topic(0), err)
+		return fmt.Errorf("metadata for %s: %w", r.Topic(0), err)
 	}
 	parts := t.Partitions
 	sort.Slice(parts, func(i, j int) bool { return parts[i].Partition < parts[j].Partition })
@@ -331,7 +274,7 @@ func metadataTopic(ctx context.Context, r *runner) error {
 		}
 		r.emit(obs)
 	}
-	r.emit(map[string]any{"topic": r.topic(0), "partitions": len(parts)})
+	r.emit(map[string]any{"topic": r.Topic(0), "partitions": len(parts)})
 	return nil
 }
 
@@ -348,14 +291,14 @@ func produceConsume(codec kgo.CompressionCodec) func(context.Context, *runner) e
 		defer cl.Close()
 		var recs []*kgo.Record
 		for i := 0; i < n; i++ {
-			recs = append(recs, &kgo.Record{Topic: r.topic(0), Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+			recs = append(recs, &kgo.Record{Topic: r.Topic(0), Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
 		}
 		if err := produce(ctx, cl, recs...); err != nil {
 			return err
 		}
-		got, err := r.consume(ctx, r.topic(0), 3, n, 15*time.Second)
+		got, err := r.consume(ctx, r.Topic(0), 3, n, 15*time.Second)
 		for _, rec := range got {
-			r.emit(map[string]any{"partition": rec.Partition, "offset": rec.Offset, "key": printable(rec.Key), "value": printable(rec.Value)})
+			r.emit(map[string]any{"partition": rec.Partition, "offset": rec.Offset, "key": protocol.Printable(rec.Key), "value": protocol.Printable(rec.Value)})
 		}
 		return err
 	}
@@ -369,14 +312,14 @@ func nullKeys(ctx context.Context, r *runner) error {
 	defer cl.Close()
 	var recs []*kgo.Record
 	for i := 0; i < 5; i++ {
-		recs = append(recs, &kgo.Record{Topic: r.topic(0), Value: fmt.Appendf(nil, "n%d", i)})
+		recs = append(recs, &kgo.Record{Topic: r.Topic(0), Value: fmt.Appendf(nil, "n%d", i)})
 	}
 	if err := produce(ctx, cl, recs...); err != nil {
 		return err
 	}
-	got, err := r.consume(ctx, r.topic(0), 1, len(recs), 15*time.Second)
+	got, err := r.consume(ctx, r.Topic(0), 1, len(recs), 15*time.Second)
 	for _, rec := range got {
-		r.emit(map[string]any{"offset": rec.Offset, "key": printable(rec.Key), "value": printable(rec.Value)})
+		r.emit(map[string]any{"offset": rec.Offset, "key": protocol.Printable(rec.Key), "value": protocol.Printable(rec.Value)})
 	}
 	return err
 }
@@ -394,18 +337,18 @@ func headers(ctx context.Context, r *runner) error {
 	}
 	var recs []*kgo.Record
 	for i, hs := range sets {
-		recs = append(recs, &kgo.Record{Topic: r.topic(0), Value: fmt.Appendf(nil, "v%d", i), Headers: hs})
+		recs = append(recs, &kgo.Record{Topic: r.Topic(0), Value: fmt.Appendf(nil, "v%d", i), Headers: hs})
 	}
 	if err := produce(ctx, cl, recs...); err != nil {
 		return err
 	}
-	got, err := r.consume(ctx, r.topic(0), 1, len(recs), 15*time.Second)
+	got, err := r.consume(ctx, r.Topic(0), 1, len(recs), 15*time.Second)
 	for _, rec := range got {
 		hs := [][]any{} // print [] rather than null for a record without headers
 		for _, h := range rec.Headers {
-			hs = append(hs, []any{h.Key, printable(h.Value)})
+			hs = append(hs, []any{h.Key, protocol.Printable(h.Value)})
 		}
-		r.emit(map[string]any{"offset": rec.Offset, "value": printable(rec.Value), "headers": hs})
+		r.emit(map[string]any{"offset": rec.Offset, "value": protocol.Printable(rec.Value), "headers": hs})
 	}
 	return err
 }
@@ -430,12 +373,12 @@ func timestamps(ctx context.Context, r *runner) error {
 	defer cl.Close()
 	var recs []*kgo.Record
 	for i, ms := range []int64{1700000000000, 1700000000500, 1700000001000} {
-		recs = append(recs, &kgo.Record{Topic: r.topic(0), Value: fmt.Appendf(nil, "v%d", i), Timestamp: time.UnixMilli(ms)})
+		recs = append(recs, &kgo.Record{Topic: r.Topic(0), Value: fmt.Appendf(nil, "v%d", i), Timestamp: time.UnixMilli(ms)})
 	}
 	if err := produce(ctx, cl, recs...); err != nil {
 		return err
 	}
-	got, err := r.consume(ctx, r.topic(0), 1, len(recs), 15*time.Second)
+	got, err := r.consume(ctx, r.Topic(0), 1, len(recs), 15*time.Second)
 	for _, rec := range got {
 		r.emit(map[string]any{"offset": rec.Offset, "timestamp": rec.Timestamp.UnixMilli(), "timestamp_type": timestampTypeName(rec)})
 	}
@@ -454,10 +397,10 @@ func largeRecord(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer cl.Close()
-	if err := produce(ctx, cl, &kgo.Record{Topic: r.topic(0), Value: bytes.Repeat([]byte("x"), 1_000_000)}); err != nil {
+	if err := produce(ctx, cl, &kgo.Record{Topic: r.Topic(0), Value: bytes.Repeat([]byte("x"), 1_000_000)}); err != nil {
 		return err
 	}
-	got, err := r.consume(ctx, r.topic(0), 1, 1, 15*time.Second, kgo.FetchMaxPartitionBytes(2_000_000))
+	got, err := r.consume(ctx, r.Topic(0), 1, 1, 15*time.Second, kgo.FetchMaxPartitionBytes(2_000_000))
 	for _, rec := range got {
 		r.emit(map[string]any{"offset": rec.Offset, "value_len": len(rec.Value)})
 	}
@@ -470,7 +413,7 @@ func tooLargeRecord(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer cl.Close()
-	err = produce(ctx, cl, &kgo.Record{Topic: r.topic(0), Value: bytes.Repeat([]byte("x"), 1_100_000)})
+	err = produce(ctx, cl, &kgo.Record{Topic: r.Topic(0), Value: bytes.Repeat([]byte("x"), 1_100_000)})
 	if err == nil {
 		r.emit(map[string]any{"op": "produce", "error": nil})
 		return nil
@@ -499,7 +442,7 @@ func listOffsets(ctx context.Context, r *runner) error {
 	for i := int64(0); i < 5; i++ {
 		millis = append(millis, 1700000000000+1000*i)
 	}
-	if err := produceAt(ctx, cl, r.topic(0), millis); err != nil {
+	if err := produceAt(ctx, cl, r.Topic(0), millis); err != nil {
 		return err
 	}
 	queries := []struct {
@@ -512,7 +455,7 @@ func listOffsets(ctx context.Context, r *runner) error {
 		{"timestamp:1800000000000", 1800000000000},
 	}
 	for _, q := range queries {
-		p, err := listOffset(ctx, cl, r.topic(0), 0, q.timestamp)
+		p, err := listOffset(ctx, cl, r.Topic(0), 0, q.timestamp)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "franz: list-offsets %s: %v\n", q.name, err)
 			r.emit(map[string]any{"query": q.name, "error": errName(err)})
@@ -530,12 +473,12 @@ func listOffsetsMaxTimestamp(ctx context.Context, r *runner) error {
 	}
 	defer cl.Close()
 	base := int64(1700000000000)
-	if err := produceAt(ctx, cl, r.topic(0), []int64{base + 5000, base + 9000, base + 7000}); err != nil {
+	if err := produceAt(ctx, cl, r.Topic(0), []int64{base + 5000, base + 9000, base + 7000}); err != nil {
 		return err
 	}
 	// franz-go negotiates ListOffsets v7+ when the broker offers it, which
 	// is what MAX_TIMESTAMP (-3) needs.
-	p, err := listOffset(ctx, cl, r.topic(0), 0, -3)
+	p, err := listOffset(ctx, cl, r.Topic(0), 0, -3)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "franz: list-offsets-max-timestamp: %v\n", err)
 		r.emit(map[string]any{"query": "max", "error": errName(err)})
@@ -551,7 +494,7 @@ func unknownTopicMetadata(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer cl.Close()
-	resp, err := metadata(ctx, cl, r.missingTopic())
+	resp, err := metadata(ctx, cl, r.MissingTopic())
 	if err != nil {
 		return err
 	}
@@ -589,7 +532,7 @@ func unknownTopicListOffsets(ctx context.Context, r *runner) error {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = r.missingTopic()
+	rt.Topic = r.MissingTopic()
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
 	rp.Partition = 0
 	rp.Timestamp = -1
@@ -615,7 +558,7 @@ func unknownPartition(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer cl.Close()
-	err = produce(ctx, cl, &kgo.Record{Topic: r.topic(0), Partition: 5, Value: []byte("v0")})
+	err = produce(ctx, cl, &kgo.Record{Topic: r.Topic(0), Partition: 5, Value: []byte("v0")})
 	var name any
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "franz: unknown-partition: %v\n", err)
@@ -638,20 +581,20 @@ func idempotentProducer(ctx context.Context, r *runner) error {
 	defer cl.Close()
 	var recs []*kgo.Record
 	for i := 0; i < 50; i++ {
-		recs = append(recs, &kgo.Record{Topic: r.topic(0), Value: fmt.Appendf(nil, "v%d", i)})
+		recs = append(recs, &kgo.Record{Topic: r.Topic(0), Value: fmt.Appendf(nil, "v%d", i)})
 	}
 	if err := produce(ctx, cl, recs...); err != nil {
 		return err
 	}
-	got, err := r.consume(ctx, r.topic(0), 1, len(recs), 15*time.Second)
+	got, err := r.consume(ctx, r.Topic(0), 1, len(recs), 15*time.Second)
 	for _, rec := range got {
-		r.emit(map[string]any{"offset": rec.Offset, "value": printable(rec.Value)})
+		r.emit(map[string]any{"offset": rec.Offset, "value": protocol.Printable(rec.Value)})
 	}
 	return err
 }
 
 func autoCreate(ctx context.Context, r *runner) error {
-	topic := r.prefix + "-auto-create-new"
+	topic := r.Prefix + "-auto-create-new"
 	cl, err := r.client(kgo.AllowAutoTopicCreation())
 	if err != nil {
 		return err
@@ -671,7 +614,7 @@ func autoCreate(ctx context.Context, r *runner) error {
 	r.emit(map[string]any{"topic_partitions": n})
 	got, err := r.consume(ctx, topic, n, 1, 15*time.Second)
 	for _, rec := range got {
-		r.emit(map[string]any{"offset": rec.Offset, "value": printable(rec.Value)})
+		r.emit(map[string]any{"offset": rec.Offset, "value": protocol.Printable(rec.Value)})
 	}
 	return err
 }
@@ -687,13 +630,13 @@ func offsetOutOfRange(ctx context.Context, r *runner) error {
 	defer cl.Close()
 	var recs []*kgo.Record
 	for i := 0; i < 5; i++ {
-		recs = append(recs, &kgo.Record{Topic: r.topic(0), Value: fmt.Appendf(nil, "v%d", i)})
+		recs = append(recs, &kgo.Record{Topic: r.Topic(0), Value: fmt.Appendf(nil, "v%d", i)})
 	}
 	if err := produce(ctx, cl, recs...); err != nil {
 		return err
 	}
 	cons, err := r.client(
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.topic(0): {0: kgo.NewOffset().At(100)}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.Topic(0): {0: kgo.NewOffset().At(100)}}),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 	)
 	if err != nil {
@@ -720,7 +663,7 @@ func offsetOutOfRange(ctx context.Context, r *runner) error {
 }
 
 func emptyTopic(ctx context.Context, r *runner) error {
-	got, err := r.consume(ctx, r.topic(0), 1, -1, 2*time.Second)
+	got, err := r.consume(ctx, r.Topic(0), 1, -1, 2*time.Second)
 	if err != nil {
 		return err
 	}
@@ -730,7 +673,7 @@ func emptyTopic(ctx context.Context, r *runner) error {
 		return err
 	}
 	defer cl.Close()
-	p, err := listOffset(ctx, cl, r.topic(0), 0, -1)
+	p, err := listOffset(ctx, cl, r.Topic(0), 0, -1)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "franz: empty-topic: %v\n", err)
 		r.emit(map[string]any{"query": "latest", "error": errName(err)})

@@ -24,8 +24,6 @@ func init() {
 	}
 }
 
-func (r *runner) group() string { return fmt.Sprintf("%s-%s-g", r.prefix, r.scenario) }
-
 func groupConfig() *sarama.Config {
 	c := config()
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
@@ -80,7 +78,7 @@ func (h *handler) count() int {
 
 // member starts a group member that consumes until stopped; stop closes it.
 func (r *runner) member(h *handler) (stop func() error, err error) {
-	g, err := sarama.NewConsumerGroup([]string{r.bootstrap}, r.group(), groupConfig())
+	g, err := sarama.NewConsumerGroup([]string{r.Bootstrap}, r.Group(), groupConfig())
 	if err != nil {
 		return nil, fmt.Errorf("creating consumer group: %w", err)
 	}
@@ -90,7 +88,7 @@ func (r *runner) member(h *handler) (stop func() error, err error) {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			if err := g.Consume(ctx, []string{r.topic(0)}, h); err != nil {
+			if err := g.Consume(ctx, []string{r.Topic(0)}, h); err != nil {
 				if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 					return
 				}
@@ -106,7 +104,7 @@ func (r *runner) member(h *handler) (stop func() error, err error) {
 }
 
 func (r *runner) admin() (sarama.ClusterAdmin, error) {
-	a, err := sarama.NewClusterAdmin([]string{r.bootstrap}, config())
+	a, err := sarama.NewClusterAdmin([]string{r.Bootstrap}, config())
 	if err != nil {
 		return nil, fmt.Errorf("creating admin: %w", err)
 	}
@@ -118,7 +116,7 @@ func groupConsumeCommit(r *runner, emit emitFunc) error {
 	c.Producer.Partitioner = sarama.NewManualPartitioner
 	var msgs []*sarama.ProducerMessage
 	for i := 0; i < 6; i++ {
-		msgs = append(msgs, &sarama.ProducerMessage{Topic: r.topic(0), Partition: int32(i % 3),
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: r.Topic(0), Partition: int32(i % 3),
 			Key: sarama.StringEncoder(fmt.Sprintf("k%d", i)), Value: sarama.StringEncoder(fmt.Sprintf("v%d", i))})
 	}
 	if err := r.produce(c, msgs...); err != nil {
@@ -144,7 +142,7 @@ func groupConsumeCommit(r *runner, emit emitFunc) error {
 		return err
 	}
 	defer a.Close()
-	offs, err := a.ListConsumerGroupOffsets(r.group(), map[string][]int32{r.topic(0): {0, 1, 2}})
+	offs, err := a.ListConsumerGroupOffsets(r.Group(), map[string][]int32{r.Topic(0): {0, 1, 2}})
 	if err != nil {
 		return err
 	}
@@ -152,7 +150,7 @@ func groupConsumeCommit(r *runner, emit emitFunc) error {
 		return offs.Err
 	}
 	for p := int32(0); p < 3; p++ {
-		b := offs.GetBlock(r.topic(0), p)
+		b := offs.GetBlock(r.Topic(0), p)
 		if b == nil {
 			return fmt.Errorf("no offset for partition %d in the answer", p)
 		}
@@ -189,7 +187,7 @@ func groupDescribe(r *runner, emit emitFunc) error {
 		return err
 	}
 	defer a.Close()
-	gs, err := a.DescribeConsumerGroups([]string{r.group()})
+	gs, err := a.DescribeConsumerGroups([]string{r.Group()})
 	if err != nil {
 		return err
 	}
@@ -209,7 +207,7 @@ func groupDescribe(r *runner, emit emitFunc) error {
 		}
 		var ps []int32
 		if ma != nil {
-			ps = append(ps, ma.Topics[r.topic(0)]...)
+			ps = append(ps, ma.Topics[r.Topic(0)]...)
 		}
 		assigned = append(assigned, int32s(ps))
 	}
@@ -224,7 +222,7 @@ func groupList(r *runner, emit emitFunc) error {
 	h := newHandler(0)
 	// an offset commit makes the group outlive its member (state Empty)
 	h.setup = func(s sarama.ConsumerGroupSession) {
-		s.MarkOffset(r.topic(0), 0, 0, "")
+		s.MarkOffset(r.Topic(0), 0, 0, "")
 		s.Commit()
 	}
 	stop, err := r.member(h)
@@ -249,7 +247,7 @@ func groupList(r *runner, emit emitFunc) error {
 	if err != nil {
 		return err
 	}
-	pt, ok := groups[r.group()]
+	pt, ok := groups[r.Group()]
 	obs := map[string]any{"present": ok}
 	if ok {
 		obs["protocol_type"] = pt

@@ -7,85 +7,56 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafgres/kafgres/tests/conformance/clients/protocol"
 )
 
-// scenarioBudget stays below the 30 s PROTOCOL.md allows per scenario so
-// that a hung scenario still prints its observation before the runner
-// gives up on us.
-const scenarioBudget = 25 * time.Second
-
-// runner holds what every scenario needs: where the broker is, how topics
-// are named, and where observations go.
+// runner is what every scenario gets: the names of its topics and group,
+// and where its observations go.
 type runner struct {
-	bootstrap string
-	prefix    string
-	out       *bufio.Writer
-	scenario  string
+	protocol.Names
+	out *protocol.Output
 }
 
 func main() {
-	bootstrap := flag.String("bootstrap", "", "broker HOST:PORT")
-	prefix := flag.String("prefix", "", "topic name prefix, unique per run")
-	list := flag.String("scenarios", "", "comma-separated scenario names")
-	flag.Parse()
-	if *bootstrap == "" || *prefix == "" || *list == "" {
-		fmt.Fprintln(os.Stderr, "usage: sarama --bootstrap HOST:PORT --prefix PREFIX --scenarios a,b,c")
-		os.Exit(2)
-	}
-
-	r := &runner{bootstrap: *bootstrap, prefix: *prefix, out: bufio.NewWriter(os.Stdout)}
-	defer r.out.Flush()
-	for _, name := range strings.Split(*list, ",") {
-		name = strings.TrimSpace(name)
-		if name == "" {
-			continue
-		}
-		r.run(name)
-	}
+	protocol.Main("sarama", func(n protocol.Names, out *protocol.Output) { (&runner{Names: n, out: out}).run() })
 }
 
 // run executes one scenario. Sarama's calls take no context, so the time
 // bound is enforced here: a scenario still running after the budget is
 // reported as timed out and abandoned (its goroutine may linger until the
 // process exits, which the next scenario does not depend on).
-func (r *runner) run(name string) {
-	r.scenario = name
+func (r *runner) run() {
+	name := r.Scenario
 	fn, ok := scenarios[name]
 	if !ok {
 		r.emit(map[string]any{"skip": "unknown scenario"})
 		return
 	}
 	// Observations go through a per-scenario sink so that an abandoned
-	// scenario cannot interleave late lines with the next one.
-	// The scenario also gets its own copy of the runner, since an
-	// abandoned one must keep naming its own topics.
+	// scenario cannot interleave late lines with the next one. (Each
+	// scenario has its own runner, so an abandoned one keeps naming its own
+	// topics.)
 	sk := &sink{}
-	sr := &runner{bootstrap: r.bootstrap, prefix: r.prefix, scenario: name}
 	done := make(chan error, 1)
-	go func() { done <- fn(sr, sk.emit) }()
+	go func() { done <- fn(r, sk.emit) }()
 
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(scenarioBudget):
-		err = fmt.Errorf("scenario did not finish in %v: %w", scenarioBudget, context.DeadlineExceeded)
+	case <-time.After(protocol.ScenarioBudget):
+		err = fmt.Errorf("scenario did not finish in %v: %w", protocol.ScenarioBudget, context.DeadlineExceeded)
 	}
 	for _, obs := range sk.close() {
 		r.emit(obs)
@@ -94,21 +65,10 @@ func (r *runner) run(name string) {
 		fmt.Fprintf(os.Stderr, "sarama: %s: %v\n", name, err)
 		r.emit(map[string]any{"op": "scenario", "error": errName(err)})
 	}
-	// Flush per scenario so a later crash cannot swallow finished output.
-	r.out.Flush()
 }
 
-// emit prints one observation line. encoding/json sorts map keys, which
-// gives the deterministic key order the protocol requires.
-func (r *runner) emit(obs map[string]any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // keep values byte-identical to what was read
-	if err := enc.Encode(obs); err != nil {
-		panic(fmt.Sprintf("encoding observation: %v", err)) // only plain values are emitted
-	}
-	fmt.Fprintf(r.out, "%s\t%s", r.scenario, buf.Bytes()) // Encode adds the newline
-}
+// emit prints one observation line of the scenario.
+func (r *runner) emit(obs map[string]any) { r.out.Emit(r.Scenario, obs) }
 
 // emitFunc is how a scenario reports an observation.
 type emitFunc func(map[string]any)
@@ -136,12 +96,6 @@ func (s *sink) close() []map[string]any {
 	return s.lines
 }
 
-// topic is the i-th topic the runner created for the current scenario.
-func (r *runner) topic(i int) string { return fmt.Sprintf("%s-%s-%d", r.prefix, r.scenario, i) }
-
-// missingTopic is the topic nobody creates for the current scenario.
-func (r *runner) missingTopic() string { return fmt.Sprintf("%s-%s-missing", r.prefix, r.scenario) }
-
 // config is the Sarama configuration every scenario starts from.
 func config() *sarama.Config {
 	c := sarama.NewConfig()
@@ -166,7 +120,7 @@ func config() *sarama.Config {
 }
 
 func (r *runner) client(c *sarama.Config) (sarama.Client, error) {
-	cl, err := sarama.NewClient([]string{r.bootstrap}, c)
+	cl, err := sarama.NewClient([]string{r.Bootstrap}, c)
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
@@ -201,23 +155,11 @@ func kerrorName(code sarama.KError) any {
 	return errName(code)
 }
 
-// printable renders bytes per PROTOCOL.md: UTF-8 text as a string, other
-// bytes as "hex:...", and a null as JSON null.
-func printable(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return "hex:" + hex.EncodeToString(b)
-}
-
 // produce sends the messages through a SyncProducer and returns the first
 // error. SendMessages keeps per-partition order, so offsets are
 // deterministic.
 func (r *runner) produce(c *sarama.Config, msgs ...*sarama.ProducerMessage) error {
-	p, err := sarama.NewSyncProducer([]string{r.bootstrap}, c)
+	p, err := sarama.NewSyncProducer([]string{r.Bootstrap}, c)
 	if err != nil {
 		return fmt.Errorf("creating producer: %w", err)
 	}
@@ -245,7 +187,7 @@ func valueMessages(topic, stem string, n int) []*sarama.ProducerMessage {
 // until want records arrived or wait elapsed, and returns them sorted by
 // (partition, offset). want < 0 means "read for the whole wait".
 func (r *runner) consume(c *sarama.Config, topic string, partitions int32, want int, wait time.Duration) ([]*sarama.ConsumerMessage, error) {
-	cons, err := sarama.NewConsumer([]string{r.bootstrap}, c)
+	cons, err := sarama.NewConsumer([]string{r.Bootstrap}, c)
 	if err != nil {
 		return nil, fmt.Errorf("creating consumer: %w", err)
 	}
@@ -372,7 +314,7 @@ var scenarios = map[string]func(*runner, emitFunc) error{
 func (r *runner) describe(topic string) (*sarama.TopicMetadata, error) {
 	c := config()
 	c.Metadata.AllowAutoTopicCreation = false
-	adm, err := sarama.NewClusterAdmin([]string{r.bootstrap}, c)
+	adm, err := sarama.NewClusterAdmin([]string{r.Bootstrap}, c)
 	if err != nil {
 		return nil, fmt.Errorf("creating admin: %w", err)
 	}
@@ -394,12 +336,12 @@ func int32s(v []int32) []int32 {
 }
 
 func metadataTopic(r *runner, emit emitFunc) error {
-	tm, err := r.describe(r.topic(0))
+	tm, err := r.describe(r.Topic(0))
 	if err != nil {
 		return err
 	}
 	if tm.Err != sarama.ErrNoError {
-		return fmt.Errorf("describing %s: %w", r.topic(0), tm.Err)
+		return fmt.Errorf("describing %s: %w", r.Topic(0), tm.Err)
 	}
 	parts := tm.Partitions
 	sort.Slice(parts, func(i, j int) bool { return parts[i].ID < parts[j].ID })
@@ -410,7 +352,7 @@ func metadataTopic(r *runner, emit emitFunc) error {
 		}
 		emit(obs)
 	}
-	emit(map[string]any{"topic": r.topic(0), "partitions": len(parts)})
+	emit(map[string]any{"topic": r.Topic(0), "partitions": len(parts)})
 	return nil
 }
 
@@ -426,7 +368,7 @@ func produceConsume(codec sarama.CompressionCodec) func(*runner, emitFunc) error
 		var msgs []*sarama.ProducerMessage
 		for i := 0; i < n; i++ {
 			msgs = append(msgs, &sarama.ProducerMessage{
-				Topic: r.topic(0),
+				Topic: r.Topic(0),
 				Key:   sarama.StringEncoder(fmt.Sprintf("k%d", i)),
 				Value: sarama.StringEncoder(fmt.Sprintf("v%d", i)),
 			})
@@ -434,22 +376,22 @@ func produceConsume(codec sarama.CompressionCodec) func(*runner, emitFunc) error
 		if err := r.produce(c, msgs...); err != nil {
 			return err
 		}
-		got, err := r.consume(config(), r.topic(0), 3, n, 15*time.Second)
+		got, err := r.consume(config(), r.Topic(0), 3, n, 15*time.Second)
 		for _, m := range got {
-			emit(map[string]any{"partition": m.Partition, "offset": m.Offset, "key": printable(m.Key), "value": printable(m.Value)})
+			emit(map[string]any{"partition": m.Partition, "offset": m.Offset, "key": protocol.Printable(m.Key), "value": protocol.Printable(m.Value)})
 		}
 		return err
 	}
 }
 
 func nullKeys(r *runner, emit emitFunc) error {
-	msgs := valueMessages(r.topic(0), "n", 5) // Key left nil: a null key
+	msgs := valueMessages(r.Topic(0), "n", 5) // Key left nil: a null key
 	if err := r.produce(config(), msgs...); err != nil {
 		return err
 	}
-	got, err := r.consume(config(), r.topic(0), 1, len(msgs), 15*time.Second)
+	got, err := r.consume(config(), r.Topic(0), 1, len(msgs), 15*time.Second)
 	for _, m := range got {
-		emit(map[string]any{"offset": m.Offset, "key": printable(m.Key), "value": printable(m.Value)})
+		emit(map[string]any{"offset": m.Offset, "key": protocol.Printable(m.Key), "value": protocol.Printable(m.Value)})
 	}
 	return err
 }
@@ -460,20 +402,20 @@ func headers(r *runner, emit emitFunc) error {
 		{{Key: []byte("h2"), Value: nil}}, // a null header value, not an empty one
 		{{Key: []byte("h1"), Value: []byte("x")}, {Key: []byte("h1"), Value: []byte("y")}},
 	}
-	msgs := valueMessages(r.topic(0), "v", len(sets))
+	msgs := valueMessages(r.Topic(0), "v", len(sets))
 	for i, hs := range sets {
 		msgs[i].Headers = hs
 	}
 	if err := r.produce(config(), msgs...); err != nil {
 		return err
 	}
-	got, err := r.consume(config(), r.topic(0), 1, len(msgs), 15*time.Second)
+	got, err := r.consume(config(), r.Topic(0), 1, len(msgs), 15*time.Second)
 	for _, m := range got {
 		hs := [][]any{} // print [] rather than null for a record without headers
 		for _, h := range m.Headers {
-			hs = append(hs, []any{printable(h.Key), printable(h.Value)})
+			hs = append(hs, []any{protocol.Printable(h.Key), protocol.Printable(h.Value)})
 		}
-		emit(map[string]any{"offset": m.Offset, "value": printable(m.Value), "headers": hs})
+		emit(map[string]any{"offset": m.Offset, "value": protocol.Printable(m.Value), "headers": hs})
 	}
 	return err
 }
@@ -482,19 +424,19 @@ func headers(r *runner, emit emitFunc) error {
 // ConsumerMessage carries the timestamp but not its type (CreateTime or
 // LogAppendTime), which only the record batch attributes tell.
 func timestamps(r *runner, emit emitFunc) error {
-	msgs := valueMessages(r.topic(0), "v", 3)
+	msgs := valueMessages(r.Topic(0), "v", 3)
 	for i, ms := range []int64{1700000000000, 1700000000500, 1700000001000} {
 		msgs[i].Timestamp = time.UnixMilli(ms)
 	}
 	if err := r.produce(config(), msgs...); err != nil {
 		return err
 	}
-	block, err := r.rawFetch(r.topic(0), 0)
+	block, err := r.rawFetch(r.Topic(0), 0)
 	if err != nil {
 		return err
 	}
 	if block.Err != sarama.ErrNoError {
-		return fmt.Errorf("fetch %s[0]: %w", r.topic(0), block.Err)
+		return fmt.Errorf("fetch %s[0]: %w", r.Topic(0), block.Err)
 	}
 	for _, set := range block.RecordsSet {
 		b := set.RecordBatch
@@ -523,11 +465,11 @@ func bigConfig() *sarama.Config {
 }
 
 func largeRecord(r *runner, emit emitFunc) error {
-	msg := &sarama.ProducerMessage{Topic: r.topic(0), Value: sarama.ByteEncoder(bytes.Repeat([]byte("x"), 1_000_000))}
+	msg := &sarama.ProducerMessage{Topic: r.Topic(0), Value: sarama.ByteEncoder(bytes.Repeat([]byte("x"), 1_000_000))}
 	if err := r.produce(bigConfig(), msg); err != nil {
 		return err
 	}
-	got, err := r.consume(bigConfig(), r.topic(0), 1, 1, 15*time.Second)
+	got, err := r.consume(bigConfig(), r.Topic(0), 1, 1, 15*time.Second)
 	for _, m := range got {
 		emit(map[string]any{"offset": m.Offset, "value_len": len(m.Value)})
 	}
@@ -535,7 +477,7 @@ func largeRecord(r *runner, emit emitFunc) error {
 }
 
 func tooLargeRecord(r *runner, emit emitFunc) error {
-	msg := &sarama.ProducerMessage{Topic: r.topic(0), Value: sarama.ByteEncoder(bytes.Repeat([]byte("x"), 1_100_000))}
+	msg := &sarama.ProducerMessage{Topic: r.Topic(0), Value: sarama.ByteEncoder(bytes.Repeat([]byte("x"), 1_100_000))}
 	err := r.produce(bigConfig(), msg)
 	if err == nil {
 		emit(map[string]any{"op": "produce", "error": nil})
@@ -560,7 +502,7 @@ func listOffsets(r *runner, emit emitFunc) error {
 	for i := int64(0); i < 5; i++ {
 		millis = append(millis, 1700000000000+1000*i)
 	}
-	if err := r.produceAt(r.topic(0), millis); err != nil {
+	if err := r.produceAt(r.Topic(0), millis); err != nil {
 		return err
 	}
 	cl, err := r.client(config())
@@ -578,7 +520,7 @@ func listOffsets(r *runner, emit emitFunc) error {
 		{"timestamp:1800000000000", 1800000000000},
 	}
 	for _, q := range queries {
-		off, err := cl.GetOffset(r.topic(0), 0, q.timestamp)
+		off, err := cl.GetOffset(r.Topic(0), 0, q.timestamp)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "sarama: list-offsets %s: %v\n", q.name, err)
 			emit(map[string]any{"query": q.name, "error": errName(err)})
@@ -597,7 +539,7 @@ func listOffsetsMaxTimestamp(r *runner, emit emitFunc) error {
 }
 
 func unknownTopicMetadata(r *runner, emit emitFunc) error {
-	tm, err := r.describe(r.missingTopic())
+	tm, err := r.describe(r.MissingTopic())
 	if err != nil {
 		return err
 	}
@@ -620,12 +562,12 @@ func unknownTopicListOffsets(r *runner, emit emitFunc) error {
 		return fmt.Errorf("finding a broker: %w", err)
 	}
 	req := sarama.NewOffsetRequest(c.Version)
-	req.AddBlock(r.missingTopic(), 0, sarama.OffsetNewest, 1)
+	req.AddBlock(r.MissingTopic(), 0, sarama.OffsetNewest, 1)
 	resp, err := broker.GetAvailableOffsets(req)
 	if err != nil {
 		return fmt.Errorf("list offsets: %w", err)
 	}
-	block := resp.GetBlock(r.missingTopic(), 0)
+	block := resp.GetBlock(r.MissingTopic(), 0)
 	if block == nil {
 		return errors.New("list offsets: partition missing from the response")
 	}
@@ -640,7 +582,7 @@ func unknownTopicListOffsets(r *runner, emit emitFunc) error {
 func unknownPartition(r *runner, emit emitFunc) error {
 	c := config()
 	c.Producer.Partitioner = sarama.NewManualPartitioner
-	err := r.produce(c, &sarama.ProducerMessage{Topic: r.topic(0), Partition: 5, Value: sarama.StringEncoder("v0")})
+	err := r.produce(c, &sarama.ProducerMessage{Topic: r.Topic(0), Partition: 5, Value: sarama.StringEncoder("v0")})
 	var name any
 	switch {
 	case err == nil:
@@ -660,19 +602,19 @@ func idempotentProducer(r *runner, emit emitFunc) error {
 	c.Producer.Idempotent = true
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Net.MaxOpenRequests = 1 // Sarama insists on it for idempotence
-	msgs := valueMessages(r.topic(0), "v", 50)
+	msgs := valueMessages(r.Topic(0), "v", 50)
 	if err := r.produce(c, msgs...); err != nil {
 		return err
 	}
-	got, err := r.consume(config(), r.topic(0), 1, len(msgs), 15*time.Second)
+	got, err := r.consume(config(), r.Topic(0), 1, len(msgs), 15*time.Second)
 	for _, m := range got {
-		emit(map[string]any{"offset": m.Offset, "value": printable(m.Value)})
+		emit(map[string]any{"offset": m.Offset, "value": protocol.Printable(m.Value)})
 	}
 	return err
 }
 
 func autoCreate(r *runner, emit emitFunc) error {
-	topic := r.prefix + "-auto-create-new"
+	topic := r.Prefix + "-auto-create-new"
 	c := config()
 	c.Metadata.AllowAutoTopicCreation = true // Sarama's default, stated because it is the point
 	if err := r.produce(c, &sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("v0")}); err != nil {
@@ -689,7 +631,7 @@ func autoCreate(r *runner, emit emitFunc) error {
 	emit(map[string]any{"topic_partitions": n})
 	got, err := r.consume(config(), topic, n, 1, 15*time.Second)
 	for _, m := range got {
-		emit(map[string]any{"offset": m.Offset, "value": printable(m.Value)})
+		emit(map[string]any{"offset": m.Offset, "value": protocol.Printable(m.Value)})
 	}
 	return err
 }
@@ -698,10 +640,10 @@ func autoCreate(r *runner, emit emitFunc) error {
 // compare 100 with the ListOffsets answers and fail locally with the same
 // name, without the broker's Fetch handler ever seeing the offset.
 func offsetOutOfRange(r *runner, emit emitFunc) error {
-	if err := r.produce(config(), valueMessages(r.topic(0), "v", 5)...); err != nil {
+	if err := r.produce(config(), valueMessages(r.Topic(0), "v", 5)...); err != nil {
 		return err
 	}
-	block, err := r.rawFetch(r.topic(0), 100)
+	block, err := r.rawFetch(r.Topic(0), 100)
 	if err != nil {
 		return err
 	}
@@ -710,7 +652,7 @@ func offsetOutOfRange(r *runner, emit emitFunc) error {
 }
 
 func emptyTopic(r *runner, emit emitFunc) error {
-	got, err := r.consume(config(), r.topic(0), 1, -1, 2*time.Second)
+	got, err := r.consume(config(), r.Topic(0), 1, -1, 2*time.Second)
 	if err != nil {
 		return err
 	}
@@ -720,7 +662,7 @@ func emptyTopic(r *runner, emit emitFunc) error {
 		return err
 	}
 	defer cl.Close()
-	off, err := cl.GetOffset(r.topic(0), 0, sarama.OffsetNewest)
+	off, err := cl.GetOffset(r.Topic(0), 0, sarama.OffsetNewest)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sarama: empty-topic: %v\n", err)
 		emit(map[string]any{"query": "latest", "error": errName(err)})
