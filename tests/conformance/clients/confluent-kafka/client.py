@@ -5,8 +5,6 @@ PROTOCOL.md prescribes.
 
 Usage: client.py --bootstrap HOST:PORT --prefix P --scenarios a,b,c
 """
-import argparse
-import json
 import os
 import sys
 import time
@@ -16,7 +14,6 @@ from confluent_kafka import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
                              Producer, TopicCollection, TopicPartition)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-SCENARIO_SECONDS = 30  # PROTOCOL.md: each scenario must finish in 30 s
 BASE_TS = 1700000000000
 
 # librdkafka's positive error codes are the protocol's codes, but its names
@@ -24,7 +21,7 @@ BASE_TS = 1700000000000
 # to the name the protocol uses (Kafka's Errors enum).
 # The error-name table is shared with the other Python clients.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from protocol_names import PROTOCOL_NAMES  # noqa: E402
+from protocol import PROTOCOL_NAMES, Scenario, log, main  # noqa: E402
 
 # librdkafka's local (negative) codes that stand for a protocol error.
 LOCAL_NAMES = {
@@ -65,23 +62,8 @@ def text(b):
         return "hex:" + b.hex()
 
 
-def log(*args):
-    print(*args, file=sys.stderr, flush=True)
 
-
-class Ctx:
-    def __init__(self, bootstrap, prefix, name):
-        self.bootstrap = bootstrap
-        self.prefix = prefix
-        self.name = name
-        self.topic = "%s-%s-0" % (prefix, name)
-        self.missing = "%s-%s-missing" % (prefix, name)
-        self.deadline = time.monotonic() + SCENARIO_SECONDS - 2
-
-    def emit(self, obj):
-        print("%s\t%s" % (self.name, json.dumps(obj, sort_keys=True, separators=(",", ":"))),
-              flush=True)
-
+class Ctx(Scenario):
     def left(self, cap):
         """Seconds left in this scenario's budget, at most cap."""
         return max(0.1, min(cap, self.deadline - time.monotonic()))
@@ -503,26 +485,5 @@ SCENARIOS.update({
 })
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--prefix", required=True)
-    ap.add_argument("--scenarios", required=True)
-    args = ap.parse_args()
-    for name in [s for s in args.scenarios.split(",") if s]:
-        ctx = Ctx(args.bootstrap, args.prefix, name)
-        fn = SCENARIOS.get(name)
-        if fn is None:
-            ctx.emit({"skip": "unknown scenario"})
-            continue
-        try:
-            fn(ctx)
-        except Exception as e:
-            # An unexpected failure is an observation too; stderr has the trace.
-            import traceback
-            traceback.print_exc()
-            ctx.emit({"error": error_name(e), "op": "scenario"})
-
-
 if __name__ == "__main__":
-    main()
+    main(SCENARIOS, Ctx, error_name)

@@ -4,8 +4,7 @@ and prints what kafka-python observes, as PROTOCOL.md prescribes.
 
 Usage: client.py --bootstrap HOST:PORT --prefix P --scenarios a,b,c
 """
-import argparse
-import json
+import contextlib
 import os
 import logging
 import signal
@@ -16,7 +15,6 @@ import kafka.errors as Errors
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.list_offsets import ListOffsetsRequest
 
-SCENARIO_SECONDS = 30  # PROTOCOL.md: each scenario must finish in 30 s
 BASE_TS = 1700000000000
 
 # kafka-python's BrokerResponseError.message carries pre-KIP names for a few
@@ -24,7 +22,7 @@ BASE_TS = 1700000000000
 # errno to the name the protocol uses today (Kafka's Errors enum).
 # The error-name table is shared with the other Python clients.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from protocol_names import PROTOCOL_NAMES  # noqa: E402
+from protocol import PROTOCOL_NAMES, SCENARIO_SECONDS, Scenario, main  # noqa: E402
 
 
 class ScenarioTimeout(Exception):
@@ -59,19 +57,7 @@ def text(b):
         return "hex:" + b.hex()
 
 
-class Ctx:
-    def __init__(self, bootstrap, prefix, name):
-        self.bootstrap = bootstrap
-        self.prefix = prefix
-        self.name = name
-        self.topic = "%s-%s-0" % (prefix, name)
-        self.missing = "%s-%s-missing" % (prefix, name)
-        self.deadline = time.monotonic() + SCENARIO_SECONDS - 2
-
-    def emit(self, obj):
-        print("%s\t%s" % (self.name, json.dumps(obj, sort_keys=True, separators=(",", ":"))),
-              flush=True)
-
+class Ctx(Scenario):
     def left_ms(self, cap_ms):
         return max(100, min(cap_ms, int((self.deadline - time.monotonic()) * 1000)))
 
@@ -513,31 +499,17 @@ def on_alarm(signum, frame):
     raise ScenarioTimeout()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--prefix", required=True)
-    ap.add_argument("--scenarios", required=True)
-    args = ap.parse_args()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    # Last line of defence against a call that ignores its timeout.
-    signal.signal(signal.SIGALRM, on_alarm)
-    for name in [s for s in args.scenarios.split(",") if s]:
-        ctx = Ctx(args.bootstrap, args.prefix, name)
-        fn = SCENARIOS.get(name)
-        if fn is None:
-            ctx.emit({"skip": "unknown scenario"})
-            continue
-        signal.alarm(SCENARIO_SECONDS - 1)
-        try:
-            fn(ctx)
-        except Exception as e:
-            # An unexpected failure is an observation too; stderr has the trace.
-            logging.exception("scenario %s failed", name)
-            ctx.emit({"error": error_name(e), "op": "scenario"})
-        finally:
-            signal.alarm(0)
+@contextlib.contextmanager
+def alarm_guard():
+    signal.alarm(SCENARIO_SECONDS - 1)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
 
 
 if __name__ == "__main__":
-    main()
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    # Last line of defence against a call that ignores its timeout.
+    signal.signal(signal.SIGALRM, on_alarm)
+    main(SCENARIOS, Ctx, error_name, guard=alarm_guard)

@@ -10,7 +10,6 @@ Message size too large", "Local: Unknown partition"); we turn them back
 into codes with librdkafka's own rd_kafka_err2str() table and then into the
 protocol's names.
 """
-import argparse
 import ctypes
 import ctypes.util
 import json
@@ -20,14 +19,13 @@ import sys
 import tempfile
 import time
 
-SCENARIO_SECONDS = 30  # PROTOCOL.md: each scenario must finish in 30 s
 KCAT = os.environ.get("KCAT", "kcat")
 
 # Protocol names (Kafka's Errors enum) of the broker codes; librdkafka's
 # positive codes are the protocol's.
 # The error-name table is shared with the other Python clients.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from protocol_names import PROTOCOL_NAMES  # noqa: E402
+from protocol import PROTOCOL_NAMES, Scenario, log, main  # noqa: E402
 
 # librdkafka's local codes that stand for a protocol error.
 LOCAL_NAMES = {
@@ -75,23 +73,8 @@ def error_from_text(text):
     return "CLIENT_ERROR"
 
 
-def log(*args):
-    print(*args, file=sys.stderr, flush=True)
 
-
-class Ctx:
-    def __init__(self, bootstrap, prefix, name):
-        self.bootstrap = bootstrap
-        self.prefix = prefix
-        self.name = name
-        self.topic = "%s-%s-0" % (prefix, name)
-        self.missing = "%s-%s-missing" % (prefix, name)
-        self.deadline = time.monotonic() + SCENARIO_SECONDS - 2
-
-    def emit(self, obj):
-        print("%s\t%s" % (self.name, json.dumps(obj, sort_keys=True, separators=(",", ":"))),
-              flush=True)
-
+class Ctx(Scenario):
     def kcat(self, args, stdin=b"", cap=15):
         """Run kcat; returns (rc, stdout, stderr lines). Bounded by the
         scenario's time budget (rc None when it had to be killed)."""
@@ -344,26 +327,5 @@ SCENARIOS = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--prefix", required=True)
-    ap.add_argument("--scenarios", required=True)
-    args = ap.parse_args()
-    for name in [s for s in args.scenarios.split(",") if s]:
-        ctx = Ctx(args.bootstrap, args.prefix, name)
-        fn = SCENARIOS.get(name)
-        if fn is None:
-            ctx.emit({"skip": "unknown scenario"})
-            continue
-        try:
-            fn(ctx)
-        except Exception as e:
-            # An unexpected failure is an observation too; stderr has the trace.
-            import traceback
-            traceback.print_exc()
-            ctx.emit({"error": "CLIENT_%s" % type(e).__name__, "op": "scenario"})
-
-
 if __name__ == "__main__":
-    main()
+    main(SCENARIOS, Ctx, lambda e: "CLIENT_%s" % type(e).__name__)
