@@ -6,6 +6,9 @@
 #   make run      build, install and start a cluster in $(KAFGRES_HOME)
 #   make stop     stop that cluster
 #   make test     build, install and run the Go tests (they start their own clusters)
+#   make fuzz     run every Go fuzz target briefly (FUZZTIME, default 15s each; CI does)
+#   make bench    benchmarks and the memory-bound check (tests/bench; numbers in docs/)
+#   make soak     every fuzz target for 10^7 executions (counts in docs/security.md)
 #   make conformance  run every conformance client against kafgres and a reference
 #                 Kafka 4.4.0 and diff (docs/conformance.md); CLIENTS=a,b SCENARIOS=x,y narrow it
 #   make clean
@@ -20,7 +23,7 @@ KAFKAPORT ?= 9092
 
 DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev
 
-.PHONY: all deps build install run stop test conformance clean
+.PHONY: all deps build install run stop test fuzz bench soak conformance clean
 
 all: build
 
@@ -72,6 +75,16 @@ stop:
 
 test: deps build install
 	go test -count=1 -timeout 40m ./...
+
+FUZZTIME ?= 15s
+fuzz: deps
+	tests/fuzz.sh $(FUZZTIME)
+
+soak: deps
+	tests/fuzz.sh 10000000x
+
+bench: deps build install
+	go test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 200000x ./tests/bench
 
 conformance: deps build install
 	@for t in java javac mvn; do command -v $$t >/dev/null || { echo "conformance needs $$t (Java 17 and Maven)"; exit 1; }; done

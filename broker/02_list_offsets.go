@@ -9,7 +9,10 @@ package broker
 //   - -3 max timestamp (v7+): the first record carrying the largest timestamp
 //   - -5 latest-tiered and -6 earliest-pending-upload: no tiered storage, so
 //     offset -1 as Kafka answers for a topic without remote storage
-//   - t >= 0: the first record whose timestamp is >= t, or offset -1
+//   - t >= 0: the first record whose timestamp is >= t, or offset -1.
+//     Compressed batches are read as a stream within the bounds produce
+//     validation uses (compress.go); one stored before them that inflates
+//     beyond them answers with its first offset and max timestamp
 //   - the same partition twice in a request: INVALID_REQUEST for each
 //   - current leader epoch checked (v4+) as Fetch does
 //

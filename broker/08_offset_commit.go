@@ -16,7 +16,8 @@ package broker
 //     since (Kafka 4.3+), else STALE_MEMBER_EPOCH
 //   - an unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (v10 by id:
 //     UNKNOWN_TOPIC_ID); metadata over 4096 bytes (offset.metadata.max.bytes):
-//     OFFSET_METADATA_TOO_LARGE; an empty group id: INVALID_GROUP_ID
+//     OFFSET_METADATA_TOO_LARGE; an empty group id, or one over 2048 bytes
+//     (kafgres: it must fit in a Postgres index entry): INVALID_GROUP_ID
 //
 // Version notes:
 //   - v2-v4: retention time (ignored: offsets are kept until deleted, as
@@ -32,11 +33,17 @@ import (
 
 const maxOffsetMetadata = 4096 // offset.metadata.max.bytes
 
+// maxCommitGroupID bounds the group ids whose offsets can be stored: the
+// id is part of kafgres.consumer_offset's primary key, and a btree entry
+// must fit in a third of a page. Kafka has no such limit; longer ids are
+// refused like an empty one rather than failing in Postgres.
+const maxCommitGroupID = 2048
+
 func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	var groupErr error
 	switch {
-	case req.Group == "":
+	case req.Group == "" || len(req.Group) > maxCommitGroupID:
 		groupErr = kerr.InvalidGroupID
 	default:
 		if ok, err := b.groups.consumerCommitAllowed(req.Group, req.MemberID, req.Generation, req.Version, b.commitPartitions(ctx, req)); ok {

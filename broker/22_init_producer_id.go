@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-const sqlNextProducerID = `SELECT nextval('kafgres.producer_id_seq')`
+const sqlNextProducerID = `SELECT pg_catalog.nextval('kafgres.producer_id_seq')`
 
 func handleInitProducerID(ctx context.Context, b *Broker, _ *conn, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)

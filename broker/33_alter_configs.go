@@ -10,7 +10,9 @@ package broker
 //   - TOPIC: Kafka's validation and messages (topic_configs.go); unknown
 //     topic: UNKNOWN_TOPIC_OR_PARTITION "The topic 'x' does not exist."
 //   - BROKER "1" or "": broker_configs.go's rules (only log keys that are
-//     topic-config synonyms, and unknown custom keys, can be set)
+//     topic-config synonyms, and unknown custom keys, can be set); a name
+//     or value with a NUL byte or invalid UTF-8, which Postgres text
+//     cannot store: INVALID_REQUEST
 //   - a resource named twice, repeated keys or a null value: INVALID_REQUEST
 //     (Kafka 4.4 fails to answer a request naming a resource twice; kafgres
 //     answers as IncrementalAlterConfigs does)

@@ -8,7 +8,9 @@ package broker
 //   - INVALID_REQUEST with Kafka's messages for unknown entity types,
 //     ip combined with user/client-id, keys that do not apply to the
 //     entity, non-positive values, and an entity given twice (reported
-//     once, first, and not applied)
+//     once, first, and not applied); kafgres also refuses entity names
+//     with a NUL byte or invalid UTF-8 (kept in jsonb, which cannot hold
+//     them) with INVALID_REQUEST
 //   - quotas are stored and reported; kafgres does not throttle clients
 //     yet (docs/configuration.md)
 //

@@ -40,7 +40,11 @@ func handleUpdateFeatures(ctx context.Context, b *Broker, _ *conn, req *kmsg.Upd
 			failed = err
 			break
 		}
-		updates[u.Feature] = u.MaxVersionLevel
+		if _, known := lookupFeature(u.Feature); known {
+			// Disabling an unknown feature is accepted and changes
+			// nothing; its name is not stored.
+			updates[u.Feature] = u.MaxVersionLevel
+		}
 	}
 	if failed == nil && !req.ValidateOnly {
 		failed = b.features.set(ctx, b.pool, updates)

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,6 +41,15 @@ type Broker struct {
 	features  featureLevels
 	conns     connLimits
 
+	// Bounds on what clients can make the broker hold (conn.go,
+	// compress.go): request bytes read and not yet handled, frame buffers,
+	// decompression.
+	frameBudget  *budget
+	frames       frameBuffers
+	reclaim      reclaimer
+	decoders     *decoders
+	acceptErrors atomic.Uint64 // transient Accept failures (EMFILE, ...)
+
 	// fatal is closed with fatalErr set when the broker must stop (a failed
 	// fsync): continuing could acknowledge data the kernel dropped.
 	fatalOnce sync.Once
@@ -57,6 +68,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	b := &Broker{cfg: cfg, log: log, apis: servedAPIs(), fatal: make(chan struct{})}
+	b.frameBudget = newBudget(cfg.QueuedMaxRequestBytes)
+	// Large frame buffers kept for reuse: up to the request budget.
+	b.frames.bigMax = cfg.QueuedMaxRequestBytes
+	if b.frames.bigMax <= 0 {
+		b.frames.bigMax = DefaultQueuedMaxRequestBytes
+	}
+	b.frames.bigReleased = b.reclaim.bigFreed
+	b.reclaim.delay, b.reclaim.drop = time.Second, b.frames.dropBig
+	b.decoders = newDecoders(cfg.maxDecompressedBytes())
 	b.groups = newGroups(groupConfig{
 		initialRebalanceDelay: max(cfg.GroupInitialRebalanceDelay, 0),
 		minSessionTimeout:     cfg.GroupMinSessionTimeout,
@@ -105,8 +125,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	return b, nil
 }
 
-// Serve accepts Kafka connections on ln until ctx ends or the broker hits a
-// fatal error, which it returns.
+// Serve accepts Kafka connections on ln until ctx ends (nil), the broker
+// hits a fatal error, or accepting fails for good; it returns the error.
 func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -130,17 +150,13 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 	})
 
 	var conns sync.WaitGroup
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			break
-		}
+	err := acceptLoop(ctx, ln, b.log, &b.acceptErrors, func(nc net.Conn) {
 		ip := remoteIP(nc)
 		maxTotal, maxPerIP := b.brokerConfigs().connectionLimits()
 		if !b.conns.admit(ip, maxTotal, maxPerIP) {
 			b.log.Info("connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max_connections", maxTotal, "max_connections_per_ip", maxPerIP)
 			nc.Close()
-			continue
+			return
 		}
 		conns.Add(1)
 		go func() {
@@ -148,11 +164,81 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 			defer b.conns.release(ip)
 			b.serveConn(ctx, nc)
 		}()
-	}
+	})
 	cancel()
 	conns.Wait()
 	wg.Wait()
-	return b.fatalErr
+	b.reclaim.stop()
+	if b.fatalErr != nil {
+		return b.fatalErr
+	}
+	return err
+}
+
+// Accept retry delays after a transient failure, as net/http's server
+// uses: 5 ms doubling up to 1 s.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// acceptLoop hands every accepted connection to serve until ctx ends (nil)
+// or accepting fails for good (the error). Running out of file descriptors
+// or kernel memory is transient: the clients already connected keep being
+// served, the failure is logged and counted, and accepting resumes after a
+// backoff once descriptors are free again.
+func acceptLoop(ctx context.Context, ln net.Listener, log *slog.Logger, failures *atomic.Uint64, serve func(net.Conn)) error {
+	var (
+		delay     time.Duration
+		lastLog   time.Time
+		unlogged  uint64
+		logWindow = 10 * time.Second
+	)
+	for {
+		nc, err := ln.Accept()
+		if err == nil {
+			if delay > 0 {
+				log.Info("accepting connections again", "failures", failures.Load())
+			}
+			delay = 0
+			serve(nc)
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !transientAcceptError(err) {
+			log.Error("accepting connections failed", "err", err)
+			return fmt.Errorf("accept: %w", err)
+		}
+		n := failures.Add(1)
+		delay = min(max(2*delay, acceptBackoffMin), acceptBackoffMax)
+		// One line for the first failure of a burst, then at most one
+		// per window, so a descriptor shortage cannot flood the log.
+		if unlogged++; time.Since(lastLog) >= logWindow {
+			log.Error("accept failed; retrying", "err", err, "retry_in", delay, "failures", n, "since_last_log", unlogged)
+			lastLog, unlogged = time.Now(), 0
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+	}
+}
+
+// transientAcceptError reports an Accept failure that goes away by itself:
+// descriptors or memory exhausted, or a connection that died in the
+// backlog. Anything else (the listener closed under us) is permanent.
+func transientAcceptError(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
+		syscall.ECONNABORTED, syscall.ECONNRESET, syscall.EINTR, syscall.EAGAIN, syscall.EPROTO, syscall.EPERM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Close flushes and closes every log and the Postgres pool.
@@ -196,7 +282,7 @@ func connect(ctx context.Context, dsn string, log *slog.Logger) (*pgxpool.Pool, 
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err == nil {
 			var version string
-			err = pool.QueryRow(ctx, `SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'kafgres'), '')`).Scan(&version)
+			err = pool.QueryRow(ctx, `SELECT coalesce((SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname OPERATOR(pg_catalog.=) 'kafgres'), '')`).Scan(&version)
 			if err == nil && version == SchemaVersion {
 				return pool, nil
 			}

@@ -120,6 +120,8 @@ func staticBrokerConfigs(cfg Config) map[string]string {
 		"message.max.bytes":            strconv.Itoa(int(cfg.MaxMessageBytes)),
 		"log.segment.bytes":            strconv.FormatInt(cfg.SegmentBytes, 10),
 		"socket.request.max.bytes":     strconv.Itoa(int(cfg.MaxRequestBytes)),
+		"queued.max.request.bytes":     strconv.FormatInt(cfg.QueuedMaxRequestBytes, 10),
+		"connections.max.idle.ms":      strconv.FormatInt(cfg.ConnectionsMaxIdle.Milliseconds(), 10),
 		"group.min.session.timeout.ms": strconv.FormatInt(cfg.GroupMinSessionTimeout.Milliseconds(), 10),
 		"group.max.session.timeout.ms": strconv.FormatInt(cfg.GroupMaxSessionTimeout.Milliseconds(), 10),
 		"group.max.size":               strconv.Itoa(min(cfg.GroupMaxSize, math.MaxInt32)),
@@ -263,6 +265,16 @@ type brokerAlter struct {
 // dynamically, values, eligible-leader-replica rules, checks across keys.
 // It returns the canonical set to store.
 func (bc *brokerConfigs) check(a *brokerAlter) (map[string]string, *apiError) {
+	// A custom key is stored as given (below), so its name and value
+	// must fit in kafgres.broker_config's text columns.
+	for _, k := range a.set {
+		if !storableText(k) {
+			return nil, invalidRequest("%s", unstorableText("Configuration name", k))
+		}
+		if !storableText(a.next[k]) {
+			return nil, invalidRequest("%s", unstorableText("Value of configuration "+k, a.next[k]))
+		}
+	}
 	var static []string
 	for _, k := range a.set {
 		if kafkaBrokerKeys[k] != nil && !alterableBrokerKeys[k] {
@@ -414,10 +426,10 @@ func (bc *brokerConfigs) legacy(cluster bool, configs []kmsg.AlterConfigsRequest
 
 const (
 	sqlLockBrokerConfigs  = `LOCK TABLE kafgres.broker_config IN SHARE ROW EXCLUSIVE MODE`
-	sqlDeleteBrokerConfig = `DELETE FROM kafgres.broker_config WHERE node_id IS NOT DISTINCT FROM $1`
+	sqlDeleteBrokerConfig = `DELETE FROM kafgres.broker_config WHERE node_id OPERATOR(pg_catalog.=) $1::int OR (node_id IS NULL AND $1::int IS NULL)`
 	sqlInsertBrokerConfig = `
 INSERT INTO kafgres.broker_config (node_id, name, value)
-SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS c(n, v)`
+SELECT $1, n, v FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS c(n, v)`
 	sqlLoadBrokerConfigs = `SELECT node_id, name, value FROM kafgres.broker_config`
 )
 

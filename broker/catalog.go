@@ -6,14 +6,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafgres/kafgres/broker/storage/segment"
 )
 
 // topic is one row of kafgres.topic with its open partitions. A topic value
@@ -49,14 +50,14 @@ type catalog struct {
 }
 
 const (
-	sqlBumpEpochs = `UPDATE kafgres.partition SET leader_epoch = leader_epoch + 1`
+	sqlBumpEpochs = `UPDATE kafgres.partition SET leader_epoch = leader_epoch OPERATOR(pg_catalog.+) 1`
 	sqlLoadTopics = `
 SELECT t.topic_id, t.name, t.topic_uuid, p.partition, p.leader_epoch
-FROM kafgres.topic t JOIN kafgres.partition p USING (topic_id)
+FROM kafgres.topic t JOIN kafgres.partition p ON p.topic_id OPERATOR(pg_catalog.=) t.topic_id
 ORDER BY t.topic_id, p.partition`
 	sqlLoadTopicConfigs = `SELECT topic_id, name, value FROM kafgres.topic_config WHERE value IS NOT NULL`
-	sqlCreateTopic      = `SELECT kafgres_create_topic($1, $2)`
-	sqlClusterID        = `SELECT system_identifier FROM pg_control_system()`
+	sqlCreateTopic      = `SELECT public.kafgres_create_topic($1, $2)`
+	sqlClusterID        = `SELECT system_identifier FROM pg_catalog.pg_control_system()`
 	notifyChannel       = "kafgres_topics"
 )
 
@@ -64,17 +65,30 @@ func newCatalog(b *Broker) *catalog {
 	return &catalog{b: b, byName: map[string]*topic{}, byID: map[[16]byte]*topic{}}
 }
 
-// start bumps every partition's leader epoch (a new broker incarnation is a
-// new leader), loads and recovers every partition, and removes directories
-// of topics that were dropped while the broker was down.
+// start checks the data directory against the catalog (waiting while the
+// log is ahead of it, and removing directories of topics dropped while the
+// broker was down; see datadir.go), bumps every partition's leader epoch
+// (a new broker incarnation is a new leader), then loads and recovers
+// every partition.
 func (c *catalog) start(ctx context.Context) error {
+	if c.b.cfg.Fsync {
+		// The data directory may have just been created (Broker.New):
+		// make its entry durable before anything is put in it. A parent
+		// we may not read is someone else's business, not a failure.
+		parent := filepath.Dir(filepath.Clean(c.b.cfg.DataDir))
+		if err := segment.SyncDir(parent); errors.Is(err, fs.ErrPermission) {
+			c.b.log.Warn("cannot fsync the parent of the data directory", "dir", parent, "err", err)
+		} else if err != nil {
+			return err
+		}
+	}
+	if err := c.waitDataDir(ctx); err != nil {
+		return err
+	}
 	if _, err := c.b.pool.Exec(ctx, sqlBumpEpochs); err != nil {
 		return fmt.Errorf("bump leader epochs: %w", err)
 	}
-	if err := c.reload(ctx); err != nil {
-		return err
-	}
-	return c.removeStrayDirs()
+	return c.reload(ctx)
 }
 
 // loadClusterID derives Kafka's 22-character cluster id from the Postgres
@@ -214,29 +228,43 @@ func (c *catalog) reload(ctx context.Context) error {
 		c.b.log.Info("topic dropped", "topic", t.name)
 		for _, p := range t.parts {
 			p.close()
-			p.removeDir()
+			p.removeDir(c.b.log)
 		}
 	}
 
-	var opened []*partition
+	var errs []error
 	next := make([]*topic, 0, len(rows))
 	for _, r := range rows {
 		t := &topic{id: r.id, name: r.name, uuid: r.uuid, configs: r.configs}
 		settings := brokers.settings(r.configs)
 		t.settings = &settings
-		if old := current[r.name]; old != nil {
+		old := current[r.name]
+		if old != nil {
 			t.parts = append(t.parts, old.parts...)
 		}
-		for i := len(t.parts); i < len(r.epochs); i++ {
-			p, err := c.b.openPartition(t, int32(i), r.epochs[i])
-			if err != nil {
-				for _, q := range opened {
-					q.close()
-				}
-				return err
+		var (
+			opened []*partition
+			err    error
+		)
+		for i := len(t.parts); i < len(r.epochs) && err == nil; i++ {
+			var p *partition
+			if p, err = c.openPartition(ctx, t, int32(i), r.epochs[i]); err == nil {
+				opened = append(opened, p)
+				t.parts = append(t.parts, p)
 			}
-			opened = append(opened, p)
-			t.parts = append(t.parts, p)
+		}
+		if err != nil {
+			// A log that cannot be opened (say a directory that is in
+			// the way, datadir.go) keeps its topic as it was — or away —
+			// but not every other topic: the rest are published.
+			for _, q := range opened {
+				q.close()
+			}
+			errs = append(errs, err)
+			if old == nil {
+				continue
+			}
+			t.parts = t.parts[:len(old.parts)]
 		}
 		next = append(next, t)
 	}
@@ -253,34 +281,7 @@ func (c *catalog) reload(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	c.b.applySegmentLimits(next)
-	return nil
-}
-
-// partitionDir matches the directories the catalog creates.
-var partitionDir = regexp.MustCompile(`^(.+)-([0-9]+)$`)
-
-func (c *catalog) removeStrayDirs() error {
-	entries, err := os.ReadDir(c.b.cfg.DataDir)
-	if err != nil {
-		return fmt.Errorf("list data directory: %w", err)
-	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for _, e := range entries {
-		m := partitionDir.FindStringSubmatch(e.Name())
-		if !e.IsDir() || m == nil {
-			continue
-		}
-		if t := c.byName[m[1]]; t != nil {
-			continue
-		}
-		dir := filepath.Join(c.b.cfg.DataDir, e.Name())
-		c.b.log.Info("removing log of dropped topic", "dir", dir)
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("remove %s: %w", dir, err)
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // brokerConfigs is the broker configuration as last loaded, nil before

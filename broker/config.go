@@ -22,10 +22,24 @@ type Config struct {
 	Fsync            bool
 
 	NodeID          int32         // always 1: kafgres is a single-broker cluster
-	MaxRequestBytes int32         // socket.request.max.bytes
+	MaxRequestBytes int32         // socket.request.max.bytes: the largest request frame
 	MaxMessageBytes int32         // max.message.bytes (topic default)
 	SegmentBytes    int64         // log.segment.bytes
 	MirrorInterval  time.Duration // how often log ends are copied into Postgres
+
+	// QueuedMaxRequestBytes is queued.max.request.bytes: the request bytes
+	// all connections together may have read and not yet handled; a
+	// connection waits for room before it reads a frame's body. Zero means
+	// the kafgres default, 256 MiB (Kafka's -1, unbounded, is allowed). It
+	// may not be below MaxRequestBytes, as Kafka requires.
+	QueuedMaxRequestBytes int64
+	// ConnectionsMaxIdle is connections.max.idle.ms: a connection that sends
+	// no request (or reads no response) for this long is closed.
+	ConnectionsMaxIdle time.Duration
+	// RequestReadTimeout bounds the time between a frame's size arriving
+	// and its last byte: a peer that stalls mid-frame is dropped and its
+	// share of QueuedMaxRequestBytes freed. kafgres's own; Kafka has none.
+	RequestReadTimeout time.Duration
 
 	// RetentionCheckInterval is log.retention.check.interval.ms: how often
 	// segments past their topic's retention.ms/retention.bytes go.
@@ -44,6 +58,15 @@ type Config struct {
 	LogLevel *slog.LevelVar
 }
 
+// DefaultQueuedMaxRequestBytes is kafgres's queued.max.request.bytes
+// (Kafka's default, -1, leaves request memory unbounded).
+const DefaultQueuedMaxRequestBytes = 256 << 20
+
+// maxDecompressedBytes bounds what one batch's records may inflate to, and
+// the working memory of all decompressions in progress: no more than one
+// request could carry uncompressed.
+func (c *Config) maxDecompressedBytes() int64 { return int64(c.MaxRequestBytes) }
+
 // Defaults are Kafka's broker defaults where Kafka has one.
 func (c *Config) setDefaults() {
 	if c.NodeID == 0 {
@@ -51,6 +74,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = 100 << 20 // 104857600, Kafka's socket.request.max.bytes
+	}
+	if c.QueuedMaxRequestBytes == 0 {
+		c.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
+	}
+	if c.ConnectionsMaxIdle == 0 {
+		c.ConnectionsMaxIdle = 10 * time.Minute // Kafka's connections.max.idle.ms
+	}
+	if c.RequestReadTimeout == 0 {
+		c.RequestReadTimeout = 30 * time.Second
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 1048588 // Kafka's max.message.bytes
@@ -97,6 +129,15 @@ func (c *Config) validate() error {
 	}
 	if c.AdvertisedPort <= 0 || c.AdvertisedPort > 65535 {
 		errs = append(errs, fmt.Errorf("advertised port %d out of range", c.AdvertisedPort))
+	}
+	if c.MaxRequestBytes < 8 {
+		errs = append(errs, fmt.Errorf("socket.request.max.bytes %d must be at least 8", c.MaxRequestBytes))
+	}
+	if c.QueuedMaxRequestBytes > 0 && c.QueuedMaxRequestBytes < int64(c.MaxRequestBytes) {
+		errs = append(errs, fmt.Errorf("queued.max.request.bytes %d must be -1 or at least socket.request.max.bytes (%d)", c.QueuedMaxRequestBytes, c.MaxRequestBytes))
+	}
+	if c.ConnectionsMaxIdle < 0 || c.RequestReadTimeout < 0 {
+		errs = append(errs, errors.New("connection timeouts must not be negative"))
 	}
 	if c.DefaultPartition < 1 {
 		errs = append(errs, fmt.Errorf("default partitions %d must be at least 1", c.DefaultPartition))

@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -45,6 +46,19 @@ func invalidConfig(format string, args ...any) *apiError {
 
 func invalidRequest(format string, args ...any) *apiError {
 	return &apiError{code: kerr.InvalidRequest.Code, msg: fmt.Sprintf(format, args...)}
+}
+
+// storableText reports whether s can be a Postgres text value: UTF-8
+// without NUL. Names and values kafgres keeps as text (configs, quota
+// entities) are refused otherwise, rather than failing in Postgres.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// unstorableText is the message for a name or value storableText refuses;
+// subject says what s is ("Configuration name").
+func unstorableText(subject, s string) string {
+	return fmt.Sprintf("%s %q cannot be stored: kafgres keeps it as PostgreSQL text, which cannot hold a NUL byte or invalid UTF-8", subject, s)
 }
 
 // configValue is a parsed value. str is the canonical string Kafka

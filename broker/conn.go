@@ -2,7 +2,6 @@ package broker
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,6 +22,10 @@ import (
 // maxInFlight bounds the responses a connection may have waiting for
 // durability before the broker stops reading from it.
 const maxInFlight = 16
+
+// maxKeptResponseBuffer: a connection keeps its response encoding buffer
+// between responses only up to this size.
+const maxKeptResponseBuffer = 1 << 20
 
 // conn is one client connection. Requests are read and handled strictly in
 // order by one goroutine, as Kafka does; a handler may hand back a response
@@ -53,31 +60,196 @@ type response struct {
 // connection is closed, nothing else is affected.
 var errFrame = errors.New("malformed frame")
 
-// readFrame reads one size-prefixed frame. The size is checked against max
-// before any allocation, and the body buffer grows only as bytes arrive, so
-// a peer announcing a huge frame cannot make us allocate it up front.
-//
-// The buffer is reused for the connection's next frame (a fresh 1 MiB
-// allocation per produce request halves throughput), and decoded requests
-// alias it: a handler that keeps request bytes beyond its own run — a
-// member's protocol metadata, a leader's assignments — must copy them.
-func readFrame(r io.Reader, max int32, buf *bytes.Buffer) ([]byte, error) {
+// readFrameSize reads a frame's 4-byte size prefix and checks it against
+// max (socket.request.max.bytes) before anything is allocated for it.
+func readFrameSize(r io.Reader, max int32) (int, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
-		return nil, err
+		return 0, err
 	}
 	n := int32(binary.BigEndian.Uint32(size[:]))
 	if n < 8 || n > max {
-		return nil, fmt.Errorf("%w: size %d outside [8, %d]", errFrame, n, max)
+		return 0, fmt.Errorf("%w: size %d outside [8, %d]", errFrame, n, max)
 	}
-	buf.Reset()
-	if _, err := io.CopyN(buf, r, int64(n)); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	return int(n), nil
+}
+
+// readFrame reads one size-prefixed frame into a buffer lent by f, which
+// the caller gives back with f.release once nothing uses the frame.
+func readFrame(r io.Reader, max int32, f *frameBuffers) (frame []byte, lent *[]byte, err error) {
+	n, err := readFrameSize(r, max)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f.read(r, n)
+}
+
+// Frame buffer sizes: pooled size classes from minFrameBuffer up to
+// maxPooledFrame, each twice the one before.
+const (
+	minFrameBuffer   = 4 << 10
+	maxPooledFrame   = 8 << 20
+	frameSizeClasses = 12 // 4 KiB << 11 = 8 MiB
+)
+
+// frameBuffers lends the buffers request frames are read into. Buffers up
+// to maxPooledFrame come from size-class pools shared by every connection,
+// so an idle connection holds none (a fresh 1 MiB allocation per produce
+// request halves throughput, keeping one per connection costs memory
+// forever). A larger frame gets a buffer only once its first
+// maxPooledFrame bytes have arrived; large buffers are kept for the next
+// large frames, up to bigMax bytes, rather than left for the collector
+// (a burst of 100 MiB frames would otherwise pile up garbage faster than
+// it is collected) and dropped by reclaim once large frames stop.
+//
+// Decoded requests alias the buffer: a handler that keeps request bytes
+// beyond its own run — a member's protocol metadata, a leader's
+// assignments — must copy them.
+type frameBuffers struct {
+	classes [frameSizeClasses]sync.Pool // *[]byte of cap minFrameBuffer<<i
+
+	mu      sync.Mutex
+	big     [][]byte // large buffers kept for reuse
+	bigHeld int64    // their capacity
+	bigMax  int64
+	// bigReleased, if set, is called after a large frame is done with.
+	bigReleased func()
+}
+
+func frameClass(n int) int {
+	c := 0
+	for minFrameBuffer<<c < n {
+		c++
+	}
+	return c
+}
+
+func (f *frameBuffers) get(n int) *[]byte {
+	c := frameClass(n)
+	if b, ok := f.classes[c].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, minFrameBuffer<<c)
+	return &b
+}
+
+// getBig is a buffer of n bytes: the smallest kept one that fits, if it is
+// not more than twice too large, else a new one.
+func (f *frameBuffers) getBig(n int) []byte {
+	f.mu.Lock()
+	best := -1
+	for i, b := range f.big {
+		if cap(b) >= n && cap(b) <= 2*n && (best < 0 || cap(b) < cap(f.big[best])) {
+			best = i
 		}
-		return nil, fmt.Errorf("read %d-byte frame: %w", n, err)
 	}
-	return buf.Bytes(), nil
+	if best >= 0 {
+		b := f.big[best]
+		f.big[best] = f.big[len(f.big)-1]
+		f.big = f.big[:len(f.big)-1]
+		f.bigHeld -= int64(cap(b))
+		f.mu.Unlock()
+		return b[:n]
+	}
+	f.mu.Unlock()
+	return make([]byte, n)
+}
+
+func (f *frameBuffers) putBig(b []byte) {
+	f.mu.Lock()
+	if f.bigHeld+int64(cap(b)) <= f.bigMax {
+		f.big = append(f.big, b)
+		f.bigHeld += int64(cap(b))
+	}
+	f.mu.Unlock()
+	if f.bigReleased != nil {
+		f.bigReleased()
+	}
+}
+
+// dropBig lets the kept large buffers go.
+func (f *frameBuffers) dropBig() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.big)
+	f.big, f.bigHeld = nil, 0
+}
+
+// read reads an n-byte frame body from r.
+func (f *frameBuffers) read(r io.Reader, n int) (frame []byte, lent *[]byte, err error) {
+	first := min(n, maxPooledFrame)
+	lent = f.get(first)
+	frame = (*lent)[:first]
+	if _, err := io.ReadFull(r, frame); err != nil {
+		return nil, lent, frameErr(n, err)
+	}
+	if n == first {
+		return frame, lent, nil
+	}
+	big := f.getBig(n)
+	copy(big, frame)
+	f.release(nil, lent)
+	if _, err := io.ReadFull(r, big[first:]); err != nil {
+		f.release(big, nil)
+		return nil, nil, frameErr(n, err)
+	}
+	return big, nil, nil
+}
+
+func frameErr(n int, err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("read %d-byte frame: %w", n, err)
+}
+
+// release gives back what read returned.
+func (f *frameBuffers) release(frame []byte, lent *[]byte) {
+	if lent != nil {
+		f.classes[frameClass(cap(*lent))].Put(lent)
+		return
+	}
+	if len(frame) > maxPooledFrame {
+		f.putBig(frame)
+	}
+}
+
+// reclaimer gives memory back to the OS after large frames: the Go runtime
+// returns freed heap lazily, so a broker that read a few 100 MiB requests
+// would keep that much resident long after. Once no large frame has been
+// released for delay, the kept large buffers are dropped and one forced
+// collection hands their memory back.
+type reclaimer struct {
+	delay time.Duration
+	drop  func()
+	mu    sync.Mutex
+	timer *time.Timer
+}
+
+func (r *reclaimer) bigFreed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.timer == nil {
+		r.timer = time.AfterFunc(r.delay, func() {
+			r.drop()
+			debug.FreeOSMemory()
+		})
+		return
+	}
+	r.timer.Reset(r.delay)
+}
+
+func (r *reclaimer) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+// isTimeout reports a deadline set on the connection passing.
+func isTimeout(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // parseRequest decodes a frame's header and, for a served key and version,
@@ -146,7 +318,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 	go func() {
 		defer close(writerDone)
 		defer cancel()
-		if err := cc.writeResponses(ctx, out); err != nil && ctx.Err() == nil {
+		if err := cc.writeResponses(ctx, out, b.cfg.ConnectionsMaxIdle); err != nil && ctx.Err() == nil {
 			cc.log.Debug("write failed", "err", err)
 		}
 	}()
@@ -159,41 +331,83 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 	close(out)
 	<-writerDone
 	nc.Close()
-	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+	switch {
+	case err == nil || ctx.Err() != nil || errors.Is(err, io.EOF):
+	case errors.Is(err, errIdle):
+		cc.log.Debug("closing idle connection", "client_id", cc.clientID, "idle", b.cfg.ConnectionsMaxIdle)
+	default:
 		cc.log.Info("closing connection", "client_id", cc.clientID, "err", err)
 	}
 }
 
+// errIdle ends a connection that sent nothing for connections.max.idle.ms.
+var errIdle = errors.New("idle connection")
+
+// readRequests reads and handles frames until the connection ends. Between
+// frames the connection may be silent for connections.max.idle.ms; once a
+// frame's size has arrived, its body must follow within the request read
+// timeout. A frame's bytes are reserved from queued.max.request.bytes
+// before its body is read, and held until its handler is done.
 func (b *Broker) readRequests(ctx context.Context, cc *conn, out chan<- response) error {
 	br := bufio.NewReaderSize(cc.nc, 64<<10)
-	var buf bytes.Buffer
 	for {
-		frame, err := readFrame(br, b.cfg.MaxRequestBytes, &buf)
+		if err := cc.nc.SetReadDeadline(time.Now().Add(b.cfg.ConnectionsMaxIdle)); err != nil {
+			return err
+		}
+		n, err := readFrameSize(br, b.cfg.MaxRequestBytes)
+		if err != nil {
+			if isTimeout(err) {
+				return errIdle
+			}
+			return err
+		}
+		r, err := b.serveFrame(ctx, cc, br, n)
 		if err != nil {
 			return err
 		}
-		req, err := parseRequest(frame, b.apis)
-		if err != nil {
-			return err
-		}
-		cc.clientID = req.clientID
-		var resp kmsg.Response
-		if req.body == nil {
-			resp = b.apiVersionsUnsupported()
-		} else if resp, err = b.dispatch(ctx, cc, req); err != nil {
-			return err
-		}
-		wait := cc.wait
-		cc.wait = nil
-		if resp == nil { // acks=0 produce: Kafka sends nothing back
+		if r.resp == nil { // acks=0 produce: Kafka sends nothing back
 			continue
 		}
 		select {
-		case out <- response{correlation: req.correlation, resp: resp, wait: wait}:
+		case out <- r:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// serveFrame reads the n-byte body of a frame whose size was just read and
+// handles the request.
+func (b *Broker) serveFrame(ctx context.Context, cc *conn, r io.Reader, n int) (response, error) {
+	if err := b.frameBudget.acquire(ctx, int64(n)); err != nil {
+		return response{}, err
+	}
+	defer b.frameBudget.release(int64(n))
+	if err := cc.nc.SetReadDeadline(time.Now().Add(b.cfg.RequestReadTimeout)); err != nil {
+		return response{}, err
+	}
+	frame, lent, err := b.frames.read(r, n)
+	defer b.frames.release(frame, lent)
+	if err != nil {
+		if isTimeout(err) {
+			return response{}, fmt.Errorf("frame of %d bytes not received within %v: %w", n, b.cfg.RequestReadTimeout, err)
+		}
+		return response{}, err
+	}
+	req, err := parseRequest(frame, b.apis)
+	if err != nil {
+		return response{}, err
+	}
+	cc.clientID = req.clientID
+	var resp kmsg.Response
+	if req.body == nil {
+		resp = b.apiVersionsUnsupported()
+	} else if resp, err = b.dispatch(ctx, cc, req); err != nil {
+		return response{}, err
+	}
+	wait := cc.wait
+	cc.wait = nil
+	return response{correlation: req.correlation, resp: resp, wait: wait}, nil
 }
 
 func (b *Broker) dispatch(ctx context.Context, cc *conn, req request) (resp kmsg.Response, err error) {
@@ -208,7 +422,9 @@ func (b *Broker) dispatch(ctx context.Context, cc *conn, req request) (resp kmsg
 	return a.handle(ctx, b, cc, req.body)
 }
 
-func (cc *conn) writeResponses(ctx context.Context, in <-chan response) error {
+// writeResponses writes responses in order. A peer that reads nothing for
+// idle (connections.max.idle.ms) while a response waits is dropped.
+func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle time.Duration) error {
 	bw := bufio.NewWriterSize(cc.nc, 64<<10)
 	var buf []byte
 	for r := range in {
@@ -219,9 +435,15 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response) error {
 				return ctx.Err()
 			}
 		}
+		if err := cc.nc.SetWriteDeadline(time.Now().Add(idle)); err != nil {
+			return err
+		}
 		buf = appendResponse(buf[:0], r.correlation, r.resp)
 		if _, err := bw.Write(buf); err != nil {
 			return err
+		}
+		if cap(buf) > maxKeptResponseBuffer {
+			buf = nil // one large response must not pin its buffer for the connection's life
 		}
 		// Flush only when nothing else is ready, so pipelined responses
 		// leave in one write.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func encodeRequest(req kmsg.Request, correlation int32, clientID string) []byte 
 }
 
 func TestReadFrame(t *testing.T) {
-	var buf bytes.Buffer
+	var buf frameBuffers
 	cases := []struct {
 		name string
 		in   []byte
@@ -45,7 +46,8 @@ func TestReadFrame(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := readFrame(bytes.NewReader(c.in), c.max, &buf)
+			got, lent, err := readFrame(bytes.NewReader(c.in), c.max, &buf)
+			defer buf.release(got, lent)
 			if c.want == nil {
 				if err != nil || !bytes.Equal(got, c.in[4:]) {
 					t.Fatalf("got %q, %v", got, err)
@@ -59,16 +61,76 @@ func TestReadFrame(t *testing.T) {
 	}
 }
 
-// A frame announcing the cap must not be allocated before its bytes arrive.
+// A frame announcing the cap must not be allocated before its bytes arrive:
+// only the first pooled chunk is.
 func TestReadFrameDoesNotPreallocate(t *testing.T) {
-	var buf bytes.Buffer
+	var buf frameBuffers
 	in := binary.BigEndian.AppendUint32(nil, 90<<20)
 	in = append(in, "only a few bytes"...)
-	if _, err := readFrame(bytes.NewReader(in), 100<<20, &buf); err == nil {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, _, err := readFrame(bytes.NewReader(in), 100<<20, &buf); err == nil {
 		t.Fatal("truncated frame accepted")
 	}
-	if buf.Cap() > 1<<20 {
-		t.Fatalf("buffer grew to %d bytes for 16 received", buf.Cap())
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 2*maxPooledFrame {
+		t.Fatalf("allocated %d bytes for 16 received", grew)
+	}
+}
+
+// Frames up to the pooled size reuse buffers; a larger one gets its exact
+// size and is reported when dropped, so its memory can be handed back.
+func TestFrameBuffers(t *testing.T) {
+	dropped := 0
+	f := frameBuffers{bigReleased: func() { dropped++ }, bigMax: 64 << 20}
+	for _, n := range []int{8, minFrameBuffer, minFrameBuffer + 1, 3 << 20, maxPooledFrame, maxPooledFrame + 1, 20 << 20} {
+		body := bytes.Repeat([]byte{byte(n)}, n)
+		got, lent, err := f.read(bytes.NewReader(body), n)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if pooled := n <= maxPooledFrame; pooled != (lent != nil) {
+			t.Fatalf("%d bytes: lent %v", n, lent != nil)
+		}
+		if lent != nil && cap(*lent) < n {
+			t.Fatalf("%d bytes in a %d-byte buffer", n, cap(*lent))
+		}
+		f.release(got, lent)
+	}
+	if dropped != 2 {
+		t.Fatalf("%d large frames reported, want 2", dropped)
+	}
+	// Large buffers are kept and reused, up to bigMax, until dropped.
+	if len(f.big) != 2 || f.bigHeld != maxPooledFrame+1+20<<20 {
+		t.Fatalf("kept %d large buffers, %d bytes", len(f.big), f.bigHeld)
+	}
+	again := f.getBig(15 << 20)
+	if cap(again) != 20<<20 || len(f.big) != 1 {
+		t.Fatalf("reused a %d-byte buffer for 15 MiB", cap(again))
+	}
+	if tiny := f.getBig(maxPooledFrame + 1); cap(tiny) != maxPooledFrame+1 || len(f.big) != 0 {
+		t.Fatalf("reused a %d-byte buffer", cap(tiny))
+	}
+	if other := f.getBig(5 << 20); cap(other) != 5<<20 {
+		t.Fatal("a buffer more than twice too large was reused")
+	}
+	f.putBig(make([]byte, 50<<20))
+	if f.bigHeld != 50<<20 {
+		t.Fatalf("held %d", f.bigHeld)
+	}
+	f.putBig(again)
+	if f.bigHeld != 50<<20 {
+		t.Fatalf("kept beyond bigMax: %d", f.bigHeld)
+	}
+	f.dropBig()
+	if f.bigHeld != 0 || len(f.big) != 0 {
+		t.Fatal("dropBig kept buffers")
+	}
+	// A frame cut short gives its buffer back too.
+	if _, lent, err := f.read(bytes.NewReader(make([]byte, 100)), 200); err == nil || lent == nil {
+		t.Fatalf("short frame: %v", err)
+	} else {
+		f.release(nil, lent)
 	}
 }
 

@@ -28,14 +28,15 @@ type mirror struct {
 	conn *pgx.Conn // dedicated, so its session keeps synchronous_commit=off
 }
 
-const sqlDelivered = `UPDATE kafgres.delivery SET applied_lsn = $1::text::pg_lsn WHERE applied_lsn < $1::text::pg_lsn`
+const sqlDelivered = `UPDATE kafgres.delivery SET applied_lsn = $1::text::pg_lsn WHERE applied_lsn OPERATOR(pg_catalog.<) $1::text::pg_lsn`
 
 const sqlMirror = `
 UPDATE kafgres.partition p
 SET high_watermark = u.hw, log_start_offset = u.ls
-FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[]) AS u(topic_id, part, hw, ls)
-WHERE p.topic_id = u.topic_id AND p.partition = u.part
-  AND (p.high_watermark, p.log_start_offset) IS DISTINCT FROM (u.hw, u.ls)`
+FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::int[]), pg_catalog.unnest($3::bigint[]),
+               pg_catalog.unnest($4::bigint[])) AS u(topic_id, part, hw, ls)
+WHERE p.topic_id OPERATOR(pg_catalog.=) u.topic_id AND p.partition OPERATOR(pg_catalog.=) u.part
+  AND (p.high_watermark OPERATOR(pg_catalog.<>) u.hw OR p.log_start_offset OPERATOR(pg_catalog.<>) u.ls)`
 
 func newMirror(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger) *mirror {
 	return &mirror{pool: pool, interval: interval, log: log, dirty: map[*partition]struct{}{}}

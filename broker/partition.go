@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -48,25 +50,26 @@ type epochStart struct {
 	start int64
 }
 
-func (b *Broker) openPartition(t *topic, index int32, epoch int32) (*partition, error) {
+// openPartition opens (creating it if needed) the log of partition index
+// of t; see preparePartitionDir for what may be in the way.
+func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoch int32) (*partition, error) {
+	b := c.b
 	dir := filepath.Join(b.cfg.DataDir, fmt.Sprintf("%s-%d", t.name, index))
+	if err := c.preparePartitionDir(ctx, t, index, dir); err != nil {
+		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
+	}
 	opts := segment.Options{
 		Dir:          dir,
 		TopicID:      hex.EncodeToString(t.uuid[:]),
 		SegmentBytes: b.cfg.SegmentBytes,
 		Fsync:        b.cfg.Fsync,
 		Logger:       b.log.With("topic", t.name, "partition", index),
-		Decompress:   decompress,
+		Decompress:   b.decompressStored,
 	}
+	// The marker says the directory is t's, so a different topic id in
+	// partition.metadata is damage, not a leftover: an error, nothing
+	// deleted.
 	l, err := segment.Open(opts)
-	if errors.Is(err, segment.ErrTopicIDMismatch) {
-		// Left behind by a topic of the same name dropped while we were down.
-		b.log.Info("removing log of a dropped topic with the same name", "dir", dir)
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("remove stale %s: %w", dir, err)
-		}
-		l, err = segment.Open(opts)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
 	}
@@ -155,14 +158,17 @@ func (p *partition) close() error {
 }
 
 // removeDir deletes a dropped partition's log. Kafka renames first so a
-// crash mid-delete leaves an obviously dead directory; we remove stray
-// directories at start anyway.
-func (p *partition) removeDir() {
+// crash mid-delete leaves an obviously dead directory, which the next
+// start removes (datadir.go); the marker goes last, so what is left is
+// always recognisably kafgres's.
+func (p *partition) removeDir(log *slog.Logger) {
 	dead := p.dir + "." + hex.EncodeToString(p.topic.uuid[:]) + "-delete"
 	if err := os.Rename(p.dir, dead); err != nil {
 		dead = p.dir
 	}
-	os.RemoveAll(dead)
+	if err := segment.RemoveMarkedDir(dead); err != nil {
+		log.Warn("remove log of dropped topic", "dir", dead, "err", err)
+	}
 }
 
 // epochAt is the leader epoch stamped on the batch holding offset, or the

@@ -33,6 +33,13 @@ func checkQuotaEntity(e quotaEntity) ([]string, error) {
 			return nil, newAdminError(kerr.InvalidRequest, "Unhandled client quota entity type: %s", typ)
 		}
 	}
+	// Names are kept in kafgres.client_quota's jsonb, which holds
+	// UTF-8 text without NUL.
+	for _, typ := range e.types() {
+		if n := e[typ]; n != nil && !storableText(*n) {
+			return nil, newAdminError(kerr.InvalidRequest, "%s", unstorableText("Client quota entity name", *n))
+		}
+	}
 	if _, ip := e["ip"]; ip {
 		if len(e) > 1 {
 			return nil, newAdminError(kerr.InvalidRequest, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId")
@@ -80,7 +87,7 @@ type quotaRow struct {
 const (
 	sqlLoadQuotas  = `SELECT entity, key, value FROM kafgres.client_quota`
 	sqlSetQuota    = `INSERT INTO kafgres.client_quota (entity, key, value) VALUES ($1::jsonb, $2, $3) ON CONFLICT (entity, key) DO UPDATE SET value = excluded.value`
-	sqlDeleteQuota = `DELETE FROM kafgres.client_quota WHERE entity = $1::jsonb AND key = $2`
+	sqlDeleteQuota = `DELETE FROM kafgres.client_quota WHERE entity OPERATOR(pg_catalog.=) $1::jsonb AND key OPERATOR(pg_catalog.=) $2`
 )
 
 // loadQuotas reads every stored quota, grouped by entity and sorted by it.

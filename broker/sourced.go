@@ -30,6 +30,16 @@ func (b *Broker) Partitions(ctx context.Context, name string) (int32, error) {
 	return int32(len(t.parts)), nil
 }
 
+// MaxMessageBytes is topic's effective max.message.bytes, which the
+// producer checks each record against before appending it.
+func (b *Broker) MaxMessageBytes(topic string) (int32, error) {
+	t := b.catalog.topicByName(topic)
+	if t == nil {
+		return 0, fmt.Errorf("%w %q", errUnknownTopic, topic)
+	}
+	return b.topicSettings(t).maxMessageBytes, nil
+}
+
 // SourceApplied is the highest source LSN appended to a partition.
 func (b *Broker) SourceApplied(topic string, partition int32) (uint64, error) {
 	p := b.catalog.partition(topic, partition)

@@ -110,8 +110,8 @@ func checkReplicationFactor(rf int16) error {
 }
 
 const (
-	sqlCreatePartitions = `SELECT kafgres_create_partitions($1, $2)`
-	sqlDropTopic        = `SELECT kafgres_drop_topic($1)`
+	sqlCreatePartitions = `SELECT public.kafgres_create_partitions($1, $2)`
+	sqlDropTopic        = `SELECT public.kafgres_drop_topic($1)`
 )
 
 // createTopic creates a topic with its config overrides in one transaction

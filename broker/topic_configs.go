@@ -294,10 +294,10 @@ func (b *Broker) canonicalTopicConfigs(configs map[string]*string) (map[string]s
 const (
 	sqlInsertTopicConfigs = `
 INSERT INTO kafgres.topic_config (topic_id, name, value)
-SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS c(n, v)`
-	sqlDeleteTopicConfigs = `DELETE FROM kafgres.topic_config WHERE topic_id = $1`
-	sqlLockTopic          = `SELECT true FROM kafgres.topic WHERE topic_id = $1 FOR UPDATE`
-	sqlReadTopicConfigs   = `SELECT name, value FROM kafgres.topic_config WHERE topic_id = $1 AND value IS NOT NULL`
+SELECT $1, n, v FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS c(n, v)`
+	sqlDeleteTopicConfigs = `DELETE FROM kafgres.topic_config WHERE topic_id OPERATOR(pg_catalog.=) $1`
+	sqlLockTopic          = `SELECT true FROM kafgres.topic WHERE topic_id OPERATOR(pg_catalog.=) $1 FOR UPDATE`
+	sqlReadTopicConfigs   = `SELECT name, value FROM kafgres.topic_config WHERE topic_id OPERATOR(pg_catalog.=) $1 AND value IS NOT NULL`
 )
 
 // insertTopicConfigs stores a new topic's overrides inside tx. The values

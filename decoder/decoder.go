@@ -187,7 +187,7 @@ const (
 	// Both are formatted with names checkName accepted. NOEXPORT_SNAPSHOT:
 	// we never read the snapshot, and exporting one would hold it open.
 	createSlot   = "CREATE_REPLICATION_SLOT %s LOGICAL %s NOEXPORT_SNAPSHOT"
-	slotPlugin   = "SELECT plugin FROM pg_replication_slots WHERE slot_name = '%s'"
+	slotPlugin   = "SELECT s.plugin FROM pg_catalog.pg_replication_slots AS s WHERE s.slot_name OPERATOR(pg_catalog.=) '%s'"
 	codeDupSlot  = "42710" // duplicate_object: the slot exists
 	closeTimeout = 2 * time.Second
 )

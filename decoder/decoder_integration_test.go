@@ -206,21 +206,26 @@ func execTx(t *testing.T, conn *pgx.Conn, commit bool, stmts ...string) {
 	}
 }
 
-func emit(content string) string {
-	return fmt.Sprintf(`SELECT pg_logical_emit_message(true, 'kafgres', '%s'::bytea)`, content)
+// emit produces a record with value: only kafgres_produce's messages are
+// delivered (the plugin checks their signature), and it needs slot
+// "kafgres", which the cluster's broker has created.
+func emit(value string) string {
+	return fmt.Sprintf(`SELECT kafgres_produce('decoder-test', NULL, '%s')`, value)
 }
 
-func wantMessage(t *testing.T, txn *Transaction, content string) {
+// wantMessage checks that txn holds one message, kafgres_produce's content
+// (format 1, the signature stripped) with value.
+func wantMessage(t *testing.T, txn *Transaction, value string) {
 	t.Helper()
 	if len(txn.Items) != 1 {
-		t.Fatalf("transaction xid %d has %d items, want 1 message %q", txn.Xid, len(txn.Items), content)
+		t.Fatalf("transaction xid %d has %d items, want 1 message with %q", txn.Xid, len(txn.Items), value)
 	}
 	m, ok := txn.Items[0].(*Message)
 	if !ok {
 		t.Fatalf("item is %T, want *Message", txn.Items[0])
 	}
-	if string(m.Content) != content {
-		t.Fatalf("message %q, want %q", m.Content, content)
+	if len(m.Content) == 0 || m.Content[0] != 1 || !strings.HasSuffix(string(m.Content), value+"\x00\x00") {
+		t.Fatalf("message %q, want format 1 with value %q and no headers", m.Content, value)
 	}
 	if !(m.LSN <= txn.CommitLSN && txn.CommitLSN < txn.EndLSN) {
 		t.Fatalf("positions out of order: message %s commit %s end %s", m.LSN, txn.CommitLSN, txn.EndLSN)
@@ -243,10 +248,12 @@ func TestDecoderIntegration(t *testing.T) {
 	// Decoding starts where the slot was created: wait for it to stream.
 	waitSlot(t, conn, "active", func(s slotState) bool { return s.active })
 
-	// Only the committed transactional message with prefix kafgres counts.
+	// Only the committed message kafgres_produce wrote counts: not another
+	// prefix, not a non-transactional one, not one written by hand.
 	execTx(t, conn, false, emit("rolled back"))
 	execTx(t, conn, true, `SELECT pg_logical_emit_message(true, 'other', 'other prefix'::bytea)`)
 	execTx(t, conn, true, `SELECT pg_logical_emit_message(false, 'kafgres', 'not transactional'::bytea)`)
+	execTx(t, conn, true, `SELECT pg_logical_emit_message(true, 'kafgres', 'forged'::bytea)`)
 	execTx(t, conn, true, emit("hello"))
 	execTx(t, conn, true, `SELECT pg_logical_emit_message(true, 'other', 'after'::bytea)`)
 	hello := r.nextTxn(t)

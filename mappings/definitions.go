@@ -49,9 +49,9 @@ SELECT m.mapping_id, m.name, m.source_relid,
        m.topic, m.value_expr, m.key_expr, m.filter_expr, m.on_error,
        m.owner_role, coalesce(r.rolname::text, ''), m.search_path
   FROM kafgres.mapping AS m
-  LEFT JOIN pg_catalog.pg_class AS c ON c.oid = m.source_relid
-  LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-  LEFT JOIN pg_catalog.pg_roles AS r ON r.oid = m.owner_role
+  LEFT JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) m.source_relid
+  LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+  LEFT JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) m.owner_role
  ORDER BY m.mapping_id`
 
 // loadMappings reads every mapping, in id order.

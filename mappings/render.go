@@ -28,10 +28,20 @@ import (
 // SET ROLE, set_config('role', ...) and SET SESSION AUTHORIZATION inside a
 // security-definer function, so an expression cannot climb back to the
 // broker's role. It is called with whole arrays of rows, once per mapping
-// and group of transactions, in a READ ONLY transaction.
+// and group of transactions, in a READ ONLY transaction that is always
+// rolled back.
+//
+// Render functions run on a connection of their own (the render pool),
+// never used for anything else: whatever an expression leaves in its
+// session that a rollback does not undo (prepared statements, session
+// advisory locks) is cleared after every call, and the broker's own
+// statements (status, dead letters, definitions) run on pool, where no
+// author's code ever runs.
 type Renderer struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
+	pool    *pgxpool.Pool // bookkeeping: definitions, status, dead letters
+	render  *pgxpool.Pool // render calls only
+	timeout time.Duration // per render call; 0: none
+	logger  *slog.Logger
 
 	// stale is set by the LISTEN goroutine: reload definitions before the
 	// next render.
@@ -94,23 +104,53 @@ const (
 	statusActive  = "active"
 	statusStalled = "stalled"
 	statusError   = "error"
+	statusPaused  = "paused"
 
 	statusFlushInterval = time.Second
 	notifyChannel       = "kafgres_mappings"
 )
 
-func NewRenderer(pool *pgxpool.Pool, logger *slog.Logger) *Renderer {
-	return &Renderer{
-		pool:   pool,
-		logger: logger,
-		byRel:  map[uint32][]*Mapping{},
-		byID:   map[int64]*Mapping{},
-		fns:    map[int64]*renderFn{},
-		status: map[int64]*mappingStatus{},
-	}
+// Config is what the renderer takes from the broker's settings.
+type Config struct {
+	// RenderTimeout limits each call of a render function
+	// (kafgres.mapping_render_timeout); 0 means no limit.
+	RenderTimeout time.Duration
 }
 
-// Close stops the LISTEN connection. The pool is the caller's.
+// NewRenderer renders with pool for its bookkeeping and a one-connection
+// pool of the same configuration for the render calls. Both should have
+// search_path pinned to pg_catalog, pg_temp (the render pool always has).
+func NewRenderer(pool *pgxpool.Pool, cfg Config, logger *slog.Logger) (*Renderer, error) {
+	rc := pool.Config()
+	rc.MaxConns, rc.MinConns = 1, 0
+	cc := rc.ConnConfig
+	// Unnamed statements only: a named one could be deallocated and
+	// prepared again, with other SQL, by an expression (PREPARE does not
+	// roll back), and then run by the broker.
+	cc.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
+	cc.StatementCacheCapacity, cc.DescriptionCacheCapacity = 0, 0
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	cc.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	render, err := pgxpool.NewWithConfig(context.Background(), rc)
+	if err != nil {
+		return nil, fmt.Errorf("render pool: %w", err)
+	}
+	return &Renderer{
+		pool:    pool,
+		render:  render,
+		timeout: max(cfg.RenderTimeout, 0),
+		logger:  logger,
+		byRel:   map[uint32][]*Mapping{},
+		byID:    map[int64]*Mapping{},
+		fns:     map[int64]*renderFn{},
+		status:  map[int64]*mappingStatus{},
+	}, nil
+}
+
+// Close stops the LISTEN connection and the render pool. The bookkeeping
+// pool is the caller's.
 func (r *Renderer) Close() {
 	r.mu.Lock()
 	if r.flushTimer != nil {
@@ -121,6 +161,7 @@ func (r *Renderer) Close() {
 		r.stopListen()
 		<-r.listenDone
 	}
+	r.render.Close()
 }
 
 // Render renders every change and snapshot row message of txns: for each
@@ -163,8 +204,23 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) ([][
 	if err != nil {
 		return nil, err
 	}
+	// Privileges can be revoked at any time, and REVOKE notifies nobody:
+	// check every group, just before its rows are rendered.
+	ms := make([]*Mapping, len(jobs))
+	for i, j := range jobs {
+		ms[i] = j.m
+	}
+	denied, err := r.checkAccess(ctx, ms)
+	if err != nil {
+		return nil, err
+	}
 	for _, j := range jobs {
-		if err := r.renderJob(ctx, j, out); err != nil {
+		if reason, ok := denied[j.m.ID]; ok {
+			err = r.pause(ctx, j, reason)
+		} else {
+			err = r.renderJob(ctx, j, out)
+		}
+		if err != nil {
 			r.flushStatus(ctx, true)
 			return nil, err
 		}
@@ -254,8 +310,8 @@ const snapshotsStartedSQL = `
 SELECT u.m, u.x
   FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::int8[])) AS u(m, x)
  WHERE EXISTS (SELECT 1 FROM kafgres.mapping_snapshot AS s
-                WHERE s.mapping_id = u.m
-                  AND s.xid::text::bigint % 4294967296 = u.x)`
+                WHERE s.mapping_id OPERATOR(pg_catalog.=) u.m
+                  AND s.xid::text::bigint OPERATOR(pg_catalog.%) 4294967296 OPERATOR(pg_catalog.=) u.x)`
 
 // snapshotsStarted says which (mapping, xid) pairs were marked by
 // kafgres_snapshot_mapping: anyone may emit a logical message, but only a
@@ -308,12 +364,19 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out [][][]Record) erro
 	}
 	var failed []failure
 	if renderErr != nil {
-		if fn == nil { // no function to call: every row fails the same way
+		var te *timeoutError
+		switch {
+		case fn == nil: // no function to call: every row fails the same way
 			for i := range j.rows {
 				failed = append(failed, failure{row: i, err: renderErr})
 			}
-		} else if res, failed, err = r.callEach(ctx, fn, j.rows, j.m.OnError == OnErrorStall); err != nil {
-			return err
+		case errors.As(renderErr, &te) && len(j.rows) == 1:
+			// the slow change is known: do not wait for it again
+			failed = []failure{{row: 0, err: renderErr}}
+		default:
+			if res, failed, err = r.callEach(ctx, fn, j.rows, j.m.OnError == OnErrorStall); err != nil {
+				return err
+			}
 		}
 	}
 	if len(failed) > 0 {
@@ -360,7 +423,7 @@ WITH ins AS (
                     AS u(mapping_id, mapping_name, lsn, xid, op, error, new_row, old_row)
     ON CONFLICT (mapping_id, lsn) DO NOTHING
     RETURNING 1)
-SELECT count(*) FROM ins`
+SELECT pg_catalog.count(*) FROM ins`
 
 func (r *Renderer) handleFailures(ctx context.Context, j *job, failed []failure) error {
 	st := r.statusOf(j.m.ID)
@@ -373,6 +436,36 @@ func (r *Renderer) handleFailures(ctx context.Context, j *job, failed []failure)
 		st.status, st.lastError, st.dirty, st.changed = statusStalled, msg, true, true
 		return fmt.Errorf("%w: %s at %s: %s", ErrStalled, j.m.Name, first.lsn, msg)
 	}
+	return r.deadLetter(ctx, j, failed)
+}
+
+// pause handles the rows of a mapping whose owner may not (any longer)
+// read all of its table. Nothing may reach the topic, and nothing may be
+// lost: the rows are dead-lettered with the reason, where dead_letter's row
+// security shows them only to roles that may read the table now; a mapping
+// with on_error 'stall' holds everything up instead, as for any error. The
+// next group whose check passes renders again and makes the mapping active.
+func (r *Renderer) pause(ctx context.Context, j *job, reason string) error {
+	st := r.statusOf(j.m.ID)
+	msg := "paused: " + reason
+	if st.status != statusPaused || st.lastError != msg {
+		r.logger.Warn("mapping paused", "mapping", j.m.Name, "reason", reason)
+		st.status, st.lastError, st.dirty, st.changed = statusPaused, msg, true, true
+	}
+	if j.m.OnError == OnErrorStall {
+		return fmt.Errorf("%w: %s at %s: %s", ErrStalled, j.m.Name, j.rows[0].lsn, msg)
+	}
+	failed := make([]failure, len(j.rows))
+	for i := range failed {
+		failed[i] = failure{row: i, err: errors.New(msg)}
+	}
+	return r.deadLetter(ctx, j, failed)
+}
+
+// deadLetter writes the failed rows of j to kafgres.dead_letter.
+func (r *Renderer) deadLetter(ctx context.Context, j *job, failed []failure) error {
+	st := r.statusOf(j.m.ID)
+	first := j.rows[failed[0].row]
 	n := len(failed)
 	var (
 		ids   = make([]int64, n)
@@ -423,12 +516,12 @@ SELECT u.id, u.status, u.last_error, u.rendered, u.dead, pg_catalog.now()
   FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
                   pg_catalog.unnest($4::int8[]), pg_catalog.unnest($5::int8[]))
        AS u(id, status, last_error, rendered, dead)
- WHERE EXISTS (SELECT 1 FROM kafgres.mapping AS m WHERE m.mapping_id = u.id)
+ WHERE EXISTS (SELECT 1 FROM kafgres.mapping AS m WHERE m.mapping_id OPERATOR(pg_catalog.=) u.id)
 ON CONFLICT (mapping_id) DO UPDATE
    SET status = excluded.status,
        last_error = excluded.last_error,
-       rendered = s.rendered + excluded.rendered,
-       dead_lettered = s.dead_lettered + excluded.dead_lettered,
+       rendered = s.rendered OPERATOR(pg_catalog.+) excluded.rendered,
+       dead_lettered = s.dead_lettered OPERATOR(pg_catalog.+) excluded.dead_lettered,
        updated_at = excluded.updated_at`
 
 // flushStatus writes what changed in mapping_status, in one statement:
@@ -525,6 +618,23 @@ func (r *Renderer) reload(ctx context.Context) error {
 	}
 	r.loaded = true
 	r.logger.Debug("loaded mappings", "mappings", len(ms))
+	// statuses only: the rows of a paused mapping are dealt with when
+	// they come (Render checks again)
+	if denied, err := r.checkAccess(ctx, ms); err != nil {
+		r.logger.Warn("check mapping owners' privileges", "err", err)
+	} else {
+		for _, m := range ms {
+			st := r.statusOf(m.ID)
+			if reason, ok := denied[m.ID]; ok {
+				if msg := "paused: " + reason; st.status != statusPaused || st.lastError != msg {
+					r.logger.Warn("mapping paused", "mapping", m.Name, "reason", reason)
+					st.status, st.lastError, st.dirty, st.changed = statusPaused, msg, true, true
+				}
+			} else if st.status == statusPaused {
+				st.status, st.lastError, st.dirty, st.changed = statusActive, "", true, true
+			}
+		}
+	}
 	if err := r.dropOrphans(ctx); err != nil {
 		r.logger.Warn("drop render functions of removed mappings", "err", err)
 	}
@@ -534,9 +644,47 @@ func (r *Renderer) reload(ctx context.Context) error {
 const orphansSQL = `
 SELECT p.oid::regprocedure::text
   FROM pg_catalog.pg_proc AS p
-  JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
- WHERE n.nspname = 'kafgres_render'
-   AND p.proname NOT IN (SELECT 'm' || m.mapping_id FROM kafgres.mapping AS m)`
+  JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+ WHERE n.nspname OPERATOR(pg_catalog.=) 'kafgres_render'
+   AND NOT EXISTS (SELECT 1 FROM kafgres.mapping AS m
+                    WHERE p.proname OPERATOR(pg_catalog.=) ('m' OPERATOR(pg_catalog.||) m.mapping_id))`
+
+// accessSQL asks kafgres.mapping_denial (sql/kafgres--0.2.0--0.3.0.sql)
+// whether each mapping's owner may read all of its table.
+const accessSQL = `
+SELECT u.id, kafgres.mapping_denial(u.rel, u.owner)
+  FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::oid[]), pg_catalog.unnest($3::oid[]))
+       AS u(id, rel, owner)`
+
+// checkAccess returns, for each of ms whose owner may not read all of its
+// source table (every column, and past row security), why not.
+func (r *Renderer) checkAccess(ctx context.Context, ms []*Mapping) (map[int64]string, error) {
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	ids, rels, owners := make([]int64, len(ms)), make([]uint32, len(ms)), make([]uint32, len(ms))
+	for i, m := range ms {
+		ids[i], rels[i], owners[i] = m.ID, m.SourceRelID, m.OwnerRole
+	}
+	rows, err := r.pool.Query(ctx, accessSQL, ids, rels, owners)
+	if err != nil {
+		return nil, fmt.Errorf("check mapping owners' privileges: %w", err)
+	}
+	denied := map[int64]string{}
+	var (
+		id     int64
+		reason *string
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &reason}, func() error {
+		if reason != nil {
+			denied[id] = *reason
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("check mapping owners' privileges: %w", err)
+	}
+	return denied, nil
+}
 
 func (r *Renderer) dropOrphans(ctx context.Context) error {
 	rows, err := r.pool.Query(ctx, orphansSQL)
@@ -624,7 +772,7 @@ func (r *Renderer) check(m *Mapping) (searchPath string, err error) {
 // exprs are m's expressions, parenthesised, with the defaults for those
 // not given.
 func exprs(m *Mapping) (key, value, filter string) {
-	key, value, filter = "NULL::bytea", "pg_catalog.to_jsonb(new)", "true"
+	key, value, filter = "NULL::pg_catalog.bytea", "pg_catalog.to_jsonb(new)", "true"
 	if m.KeyExpr != nil {
 		key = "(" + *m.KeyExpr + ")"
 	}
@@ -697,7 +845,7 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, name, searchP
 		if oid == oidBytea {
 			return e
 		}
-		return "pg_catalog.convert_to((" + e + ")::text, 'UTF8')"
+		return "pg_catalog.convert_to((" + e + ")::pg_catalog.text, 'UTF8')"
 	}
 	if _, err := tx.Exec(ctx, "RESET ROLE"); err != nil {
 		return classify(err, "create render function of "+m.Name)
@@ -764,16 +912,70 @@ func callArgs(rows []renderRow, ordBase int) []any {
 	return []any{ords, news, olds, ops, lsns, xids, tss}
 }
 
-// call renders all rows in one round trip: BEGIN READ ONLY, the function,
-// COMMIT, sent as one pipeline.
+// setTimeoutSQL limits each statement of a render transaction. The limit
+// is armed when a statement starts, so an expression that changes
+// statement_timeout cannot lift it from its own statement; the Go
+// deadline (backstop) is there should the server's timer not fire.
+const setTimeoutSQL = `SELECT pg_catalog.set_config('statement_timeout', $1, true)`
+
+// timeoutError is a render that took longer than kafgres.mapping_render_timeout.
+type timeoutError struct{ limit time.Duration }
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("render timed out after %s (kafgres.mapping_render_timeout)", e.limit)
+}
+
+// timedOut says whether err is the render time limit running out, either
+// on the server (statement_timeout) or at the backstop, as opposed to ctx
+// ending (the broker stopping) or another failure.
+func (r *Renderer) timedOut(ctx context.Context, err error) error {
+	if r.timeout <= 0 || ctx.Err() != nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if pe.Code == "57014" && strings.Contains(pe.Message, "statement timeout") {
+			return &timeoutError{limit: r.timeout}
+		}
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+		return &timeoutError{limit: r.timeout}
+	}
+	return nil
+}
+
+// backstop is ctx with a deadline a little past the render time limit.
+// Reaching it closes the connection (pgx's default), which ends the call
+// however stuck the backend is.
+func (r *Renderer) backstop(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, r.timeout+max(r.timeout/2, 2*time.Second))
+}
+
+// beginRender starts a READ ONLY render transaction with the time limit.
+func (r *Renderer) beginRender(b *pgx.Batch) {
+	b.Queue("BEGIN READ ONLY")
+	if r.timeout > 0 {
+		b.Queue(setTimeoutSQL, strconv.FormatInt(r.timeout.Milliseconds(), 10))
+	}
+}
+
+// call renders all rows in one round trip (after pgx's describe): BEGIN
+// READ ONLY, the time limit, the function, ROLLBACK. Rolling back undoes
+// every setting the expressions made, set_config(..., false) included;
+// reset clears what a rollback does not.
 func (r *Renderer) call(ctx context.Context, fn *renderFn, rows []renderRow) (res []rendered, renderErr, err error) {
-	conn, err := r.pool.Acquire(ctx)
+	conn, err := r.render.Acquire(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("render: %w", err)
 	}
 	defer conn.Release()
+	defer r.reset(ctx, conn)
 	b := &pgx.Batch{}
-	b.Queue("BEGIN READ ONLY")
+	r.beginRender(b)
 	b.Queue(fmt.Sprintf(callSQL, fn.name), callArgs(rows, 0)...).Query(func(rs pgx.Rows) error {
 		var o rendered
 		_, err := pgx.ForEachRow(rs, []any{&o.ord, &o.pass, &o.k, &o.v}, func() error {
@@ -783,10 +985,14 @@ func (r *Renderer) call(ctx context.Context, fn *renderFn, rows []renderRow) (re
 		})
 		return err
 	})
-	b.Queue("COMMIT")
-	err = conn.SendBatch(ctx, b).Close()
+	b.Queue("ROLLBACK")
+	bctx, cancel := r.backstop(ctx)
+	err = conn.SendBatch(bctx, b).Close()
+	cancel()
 	if err != nil {
-		endTx(ctx, conn)
+		if te := r.timedOut(ctx, err); te != nil {
+			return nil, te, nil
+		}
 		renderErr, err = classify(err, "render with "+fn.name)
 		return nil, renderErr, err
 	}
@@ -814,69 +1020,99 @@ func staleFunction(err error) bool {
 	return false
 }
 
-// callEach renders row by row, each in its own subtransaction of one READ
-// ONLY transaction, to tell the rows that fail from those that do not.
-// With stopAtFirst (a mapping that stalls) there is no point going on
-// after the first failure.
+// callEach renders row by row, each in a subtransaction that is always
+// rolled back (so that no row's settings reach the next), to tell the rows
+// that fail from those that do not. With stopAtFirst (a mapping that
+// stalls) there is no point going on after the first failure.
 func (r *Renderer) callEach(ctx context.Context, fn *renderFn, rows []renderRow, stopAtFirst bool) ([]rendered, []failure, error) {
-	tx, err := r.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, nil, fmt.Errorf("render with %s: %w", fn.name, err)
-	}
-	defer tx.Rollback(ctx)
 	var (
 		res    []rendered
 		failed []failure
 	)
-	sql := fmt.Sprintf(callSQL, fn.name)
-	for i := range rows {
-		sub, err := tx.Begin(ctx) // SAVEPOINT
-		if err != nil {
-			return nil, nil, fmt.Errorf("render with %s: %w", fn.name, err)
+	for next := 0; next < len(rows) && !(stopAtFirst && len(failed) > 0); {
+		var err error
+		if next, err = r.callEachTx(ctx, fn, rows, next, stopAtFirst, &res, &failed); err != nil {
+			return nil, nil, err
 		}
-		var got []rendered
-		rs, err := sub.Query(ctx, sql, callArgs(rows[i:i+1], i)...)
-		if err == nil {
-			var o rendered
-			_, err = pgx.ForEachRow(rs, []any{&o.ord, &o.pass, &o.k, &o.v}, func() error {
-				got = append(got, o)
-				o = rendered{}
-				return nil
-			})
-		}
-		if err != nil {
-			if rbErr := sub.Rollback(ctx); rbErr != nil {
-				return nil, nil, fmt.Errorf("render with %s: %w", fn.name, rbErr)
-			}
-			renderErr, connErr := classify(err, "render with "+fn.name)
-			if connErr != nil {
-				return nil, nil, connErr
-			}
-			failed = append(failed, failure{row: i, err: renderErr})
-			if stopAtFirst {
-				break
-			}
-			continue
-		}
-		if err := sub.Commit(ctx); err != nil { // RELEASE SAVEPOINT
-			return nil, nil, fmt.Errorf("render with %s: %w", fn.name, err)
-		}
-		res = append(res, got...)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, fmt.Errorf("render with %s: %w", fn.name, err)
 	}
 	return res, failed, nil
 }
 
-// endTx leaves a pooled connection outside any transaction after a failed
-// pipeline, or closes it.
-func endTx(ctx context.Context, conn *pgxpool.Conn) {
+// callEachTx renders rows[start:] one by one in one READ ONLY transaction
+// and returns where to go on: len(rows) when done, or the row after one
+// that ran into the backstop, which closed the connection.
+func (r *Renderer) callEachTx(ctx context.Context, fn *renderFn, rows []renderRow, start int, stopAtFirst bool,
+	res *[]rendered, failed *[]failure) (int, error) {
+	conn, err := r.render.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("render with %s: %w", fn.name, err)
+	}
+	defer conn.Release()
+	defer r.reset(ctx, conn)
+	b := &pgx.Batch{}
+	r.beginRender(b)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("render with %s: %w", fn.name, err)
+	}
+	sql := fmt.Sprintf(callSQL, fn.name)
+	for i := start; i < len(rows); i++ {
+		var got []rendered
+		b := &pgx.Batch{}
+		b.Queue("SAVEPOINT kafgres_row")
+		b.Queue(sql, callArgs(rows[i:i+1], i)...).Query(func(rs pgx.Rows) error {
+			var o rendered
+			_, err := pgx.ForEachRow(rs, []any{&o.ord, &o.pass, &o.k, &o.v}, func() error {
+				got = append(got, o)
+				o = rendered{}
+				return nil
+			})
+			return err
+		})
+		b.Queue("ROLLBACK TO SAVEPOINT kafgres_row")
+		bctx, cancel := r.backstop(ctx)
+		err := conn.SendBatch(bctx, b).Close()
+		cancel()
+		if err == nil {
+			*res = append(*res, got...)
+			continue
+		}
+		rowErr := r.timedOut(ctx, err)
+		if rowErr == nil {
+			var connErr error
+			if rowErr, connErr = classify(err, "render with "+fn.name); connErr != nil {
+				return 0, connErr
+			}
+		}
+		*failed = append(*failed, failure{row: i, err: rowErr})
+		if stopAtFirst {
+			return len(rows), nil
+		}
+		if conn.Conn().PgConn().IsClosed() {
+			return i + 1, nil
+		}
+		if _, err := conn.Exec(ctx, "ROLLBACK TO SAVEPOINT kafgres_row"); err != nil {
+			return 0, fmt.Errorf("render with %s: %w", fn.name, err)
+		}
+	}
+	return len(rows), nil
+}
+
+// reset leaves a render connection as it was before the call: outside any
+// transaction, without prepared statements or session advisory locks an
+// expression may have made (neither is undone by a rollback; the render
+// pool itself uses no named statements). A connection that cannot be
+// reset is closed.
+func (r *Renderer) reset(ctx context.Context, conn *pgxpool.Conn) {
 	pc := conn.Conn().PgConn()
-	if pc.IsClosed() || pc.TxStatus() == 'I' {
+	if pc.IsClosed() {
 		return
 	}
-	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+	sql := "DEALLOCATE ALL; SELECT pg_catalog.pg_advisory_unlock_all()"
+	if pc.TxStatus() != 'I' {
+		sql = "ROLLBACK; " + sql
+	}
+	if err := pc.Exec(ctx, sql).Close(); err != nil {
+		r.logger.Warn("reset render connection; closing it", "err", err)
 		conn.Conn().Close(ctx)
 	}
 }

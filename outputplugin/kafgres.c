@@ -22,6 +22,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "auth.h"
 #include "kafgres.h"
 
 PG_MODULE_MAGIC;
@@ -43,6 +44,7 @@ int			kafgres_group_initial_rebalance_delay = 3000;
 bool		kafgres_fsync = true;
 int			kafgres_max_message_bytes = 1048588;
 int			kafgres_log_retention_check_interval = 300000;
+int			kafgres_mapping_render_timeout = 5000;
 
 void
 _PG_init(void)
@@ -174,13 +176,30 @@ _PG_init(void)
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	/*
+	 * A limit per render call, so that one slow mapping cannot hold up the
+	 * delivery of everything committed after its change.
+	 */
+	DefineCustomIntVariable("kafgres.mapping_render_timeout",
+							"Longest time a CDC mapping may take to render a change.",
+							"A change that takes longer is dead-lettered (or stalls a mapping "
+							"with on_error 'stall'). 0 turns the limit off.",
+							&kafgres_mapping_render_timeout,
+							5000, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("kafgres");
 
 	/*
 	 * Only the postmaster can register a background worker that is started
-	 * with the server; a library loaded later (LOAD, session_preload) must
-	 * not try.
+	 * with the server, or reserve shared memory (for the key that
+	 * authenticates kafgres_produce's messages, auth.c); a library loaded
+	 * later (LOAD, session_preload) must not try.
 	 */
 	if (process_shared_preload_libraries_in_progress)
+	{
 		kafgres_register_supervisor();
+		kafgres_auth_init();
+	}
 }

@@ -27,6 +27,7 @@ extern int	kafgres_group_initial_rebalance_delay;
 extern bool kafgres_fsync;
 extern int	kafgres_max_message_bytes;
 extern int	kafgres_log_retention_check_interval;
+extern int	kafgres_mapping_render_timeout;
 
 /* supervisor.c */
 extern void kafgres_register_supervisor(void);

@@ -5,10 +5,12 @@
  *
  * The broker's decoder reads slot "kafgres" through this plugin.  Only two
  * kinds of content leave it: transactional logical messages with prefix
- * "kafgres" (written by kafgres_produce(), see produce.c), and row changes
- * of the tables that have a row in kafgres.mapping.  Everything else is
- * dropped here, inside the walsender, so that a busy database whose tables
- * are mostly unmapped costs the broker nothing but keepalives.
+ * "kafgres" signed by kafgres_produce() or kafgres.snapshot_row() (see
+ * produce.c and auth.c), and row changes of the tables that have a row in
+ * kafgres.mapping.  Everything else is dropped here, inside the walsender,
+ * so that a busy database whose tables are mostly unmapped costs the broker
+ * nothing but keepalives, and so that no message written by hand with our
+ * prefix ever reaches it.
  *
  * The output is binary; every OutputPluginWrite is one frame.  The format is
  * specified in docs/producing.md ("Output plugin frames"), which is the
@@ -40,6 +42,8 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+
+#include "auth.h"
 
 /* first byte of every frame; bump it with docs/producing.md */
 #define KAFGRES_FRAME_VERSION	1
@@ -124,6 +128,8 @@ static void kafgres_message(LogicalDecodingContext *ctx,
 							bool transactional, const char *prefix,
 							Size message_size, const char *message);
 
+static void reject_message(LogicalDecodingContext *ctx, XLogRecPtr order,
+						   XLogRecPtr message_lsn, const char *why);
 static void reset_txn_state(KafgresDecodingData *data);
 static void forget_mappings(KafgresDecodingData *data);
 static bool changes_mapping_table(KafgresDecodingData *data,
@@ -291,17 +297,40 @@ kafgres_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 				XLogRecPtr message_lsn, bool transactional,
 				const char *prefix, Size message_size, const char *message)
 {
+	const char *payload;
+	Size		payload_size;
+	const char *why;
+
+	if (strcmp(prefix, "kafgres") != 0)
+		return;
+
 	/*
 	 * kafgres_produce() only writes transactional messages: a record must
 	 * exist if and only if its transaction commits.  A non-transactional
-	 * message with our prefix was written by hand and is not ours to
-	 * deliver.
+	 * message with our prefix was written by hand.
 	 */
-	if (!transactional || strcmp(prefix, "kafgres") != 0)
+	if (!transactional)
+	{
+		reject_message(ctx, message_lsn, message_lsn,
+					   "It is not transactional, and kafgres writes only transactional messages.");
 		return;
+	}
+
+	/*
+	 * Anyone can write a message with our prefix; only the ones kafgres
+	 * signed are delivered.  txn is the top-level transaction, whatever
+	 * subtransaction wrote the message: the id the writer signed.
+	 */
+	payload = kafgres_verify_message(txn->xid, message, message_size,
+									 &payload_size, &why);
+	if (payload == NULL)
+	{
+		reject_message(ctx, txn->end_lsn, message_lsn, why);
+		return;
+	}
 
 	/* the frame's length field is 32 bits; the producer never comes close */
-	if (message_size > PG_UINT32_MAX)
+	if (payload_size > PG_UINT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("kafgres message at %X/%X is too large to decode",
@@ -311,9 +340,28 @@ kafgres_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 
 	write_header(ctx, txn, FRAME_MESSAGE);
 	pq_sendint64(ctx->out, message_lsn);
-	pq_sendint32(ctx->out, (uint32) message_size);
-	pq_sendbytes(ctx->out, message, (int) message_size);
+	pq_sendint32(ctx->out, (uint32) payload_size);
+	pq_sendbytes(ctx->out, payload, (int) payload_size);
 	OutputPluginWrite(ctx, true);
+}
+
+/*
+ * Drop a message that kafgres did not write: count it and log it, once per
+ * server start however often it is decoded, with its position and never
+ * its content.  Nothing of it is sent, and a transaction with nothing else
+ * sends no frames at all.
+ */
+static void
+reject_message(LogicalDecodingContext *ctx, XLogRecPtr order,
+			   XLogRecPtr message_lsn, const char *why)
+{
+	if (kafgres_count_rejected(order, message_lsn))
+		ereport(LOG,
+				(errmsg("kafgres: dropped unauthenticated kafgres message at %X/%X",
+						LSN_FORMAT_ARGS(message_lsn)),
+				 errdetail("%s", why),
+				 errhint("Only kafgres_produce() and kafgres_snapshot_mapping() can write records; pg_logical_emit_message() with prefix \"kafgres\" cannot.")));
+	skipped_change(ctx);
 }
 
 static void

@@ -10,6 +10,12 @@
  * that produced it commits.  The message content is specified in
  * docs/producing.md ("Message format").
  *
+ * Messages are signed (auth.c): pg_logical_emit_message() is open to every
+ * role, and the output plugin delivers only messages this file wrote.  So
+ * EXECUTE on kafgres_produce is the right to produce, and
+ * kafgres.snapshot_row(), which writes the snapshot rows of
+ * kafgres_snapshot_mapping(), checks its caller itself.
+ *
  * Everything that can be checked here is checked before anything is
  * written, so that an error leaves no message behind.  What cannot be
  * checked here (the broker's view of the topic at delivery) is the broker's
@@ -45,10 +51,15 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "auth.h"
 #include "kafgres.h"
 
-/* first byte of every message; bump it with docs/producing.md */
+/*
+ * First byte of the payloads (inside the signed envelope, auth.h); bump
+ * them with docs/producing.md.
+ */
 #define KAFGRES_MESSAGE_VERSION		1
+#define KAFGRES_SNAPSHOT_VERSION	2
 
 /* logical message prefix, and the name of the slot the broker reads */
 #define KAFGRES_MESSAGE_PREFIX		"kafgres"
@@ -90,6 +101,7 @@ typedef struct ProduceRecord
 PG_FUNCTION_INFO_V1(kafgres_produce_text);
 PG_FUNCTION_INFO_V1(kafgres_produce_bytea);
 PG_FUNCTION_INFO_V1(kafgres_produce_arrays);
+PG_FUNCTION_INFO_V1(kafgres_snapshot_row);
 
 static XLogRecPtr produce(ProduceRecord *rec);
 static const char *topic_argument(FunctionCallInfo fcinfo, int argno);
@@ -105,6 +117,7 @@ static void check_topic_name(const char *topic);
 static void check_header_key(const char *key, int len);
 static void check_record_size(ProduceRecord *rec);
 static void check_topic_and_partition(ProduceRecord *rec);
+static void check_wal_level(const char *what);
 static void check_slot(void);
 static int64 varint_size(int64 value);
 static void send_string16(StringInfo buf, const char *data, int len);
@@ -191,23 +204,11 @@ produce(ProduceRecord *rec)
 	check_record_size(rec);
 	check_topic_and_partition(rec);
 
-	/*
-	 * Without logical decoding nobody would ever read the message: the
-	 * record would be silently lost.  The server refuses to start with a
-	 * logical slot and a lower wal_level, but check anyway, for the clearer
-	 * message.
-	 */
-	if (wal_level < WAL_LEVEL_LOGICAL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("kafgres_produce requires wal_level = logical"),
-				 errdetail("wal_level is \"%s\".",
-						   GetConfigOption("wal_level", false, false)),
-				 errhint("Set wal_level = logical in postgresql.conf and restart the server.")));
-
+	check_wal_level("kafgres_produce");
 	check_slot();
+	kafgres_require_message_key();
 
-	initStringInfo(&buf);
+	kafgres_start_signed_message(&buf);
 	pq_sendbyte(&buf, KAFGRES_MESSAGE_VERSION);
 	send_string16(&buf, rec->topic, strlen(rec->topic));
 	pq_sendint32(&buf, (uint32) rec->partition);
@@ -221,18 +222,86 @@ produce(ProduceRecord *rec)
 	}
 
 	/*
-	 * Transactional: decoded with its transaction, at commit, and dropped
-	 * if the transaction (or the subtransaction that wrote it) aborts.
-	 *
 	 * The LSN returned is the end of the message's WAL record, as with
 	 * pg_logical_emit_message(); logical decoding reports the same position
 	 * as the message's, so it is also the lsn of the M frame.
 	 */
-	lsn = LogLogicalMessage(KAFGRES_MESSAGE_PREFIX, buf.data, buf.len, true);
+	lsn = kafgres_emit_signed_message(&buf, KAFGRES_MESSAGE_PREFIX);
 
 	pfree(buf.data);
 
 	return lsn;
+}
+
+/*
+ * Per-call cache of kafgres_snapshot_row's permission check: a snapshot
+ * calls it once per row of the table, always for the same mapping.
+ */
+typedef struct SnapshotRowCheck
+{
+	int64		mapping_id;
+	Oid			userid;
+} SnapshotRowCheck;
+
+/*
+ * kafgres.snapshot_row(mapping_id bigint, row jsonb) RETURNS pg_lsn
+ *
+ * Write one snapshot row of a mapping (format 2, docs/producing.md), signed
+ * like kafgres_produce's messages.  kafgres_snapshot_mapping() calls it for
+ * each row of the table.  Only a member of the mapping's owner role may:
+ * the broker renders the row with the owner's privileges.
+ */
+Datum
+kafgres_snapshot_row(PG_FUNCTION_ARGS)
+{
+	int64		mapping_id;
+	Jsonb	   *row;
+	SnapshotRowCheck *checked = fcinfo->flinfo->fn_extra;
+	char	   *json;
+	char	   *utf8;
+	StringInfoData buf;
+	XLogRecPtr	lsn;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("arguments of kafgres.snapshot_row must not be null")));
+	mapping_id = PG_GETARG_INT64(0);
+	row = PG_GETARG_JSONB_P(1);
+
+	PreventCommandIfReadOnly("kafgres_snapshot_mapping()");
+	PreventCommandDuringRecovery("kafgres_snapshot_mapping()");
+
+	if (checked == NULL || checked->mapping_id != mapping_id ||
+		checked->userid != GetUserId())
+	{
+		kafgres_check_snapshot_writer(mapping_id);
+		check_wal_level("kafgres_snapshot_mapping");
+		check_slot();
+		kafgres_require_message_key();
+
+		if (checked == NULL)
+			checked = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt,
+										 sizeof(SnapshotRowCheck));
+		checked->mapping_id = mapping_id;
+		checked->userid = GetUserId();
+		fcinfo->flinfo->fn_extra = checked;
+	}
+
+	/* the text to_jsonb(row)::text gives, as UTF-8 */
+	json = JsonbToCString(NULL, &row->root, VARSIZE(row));
+	utf8 = pg_server_to_any(json, strlen(json), PG_UTF8);
+
+	kafgres_start_signed_message(&buf);
+	pq_sendbyte(&buf, KAFGRES_SNAPSHOT_VERSION);
+	pq_sendint64(&buf, (uint64) mapping_id);
+	appendBinaryStringInfo(&buf, utf8, strlen(utf8));
+
+	lsn = kafgres_emit_signed_message(&buf, KAFGRES_MESSAGE_PREFIX);
+
+	pfree(buf.data);
+
+	PG_RETURN_LSN(lsn);
 }
 
 static const char *
@@ -675,6 +744,23 @@ check_topic_and_partition(ProduceRecord *rec)
 						rec->partition, rec->topic),
 				 errdetail("Topic \"%s\" has %d partitions, numbered from 0.",
 						   rec->topic, partitions)));
+}
+
+/*
+ * Without logical decoding nobody would ever read the message: the record
+ * would be silently lost.  The server refuses to start with a logical slot
+ * and a lower wal_level, but check anyway, for the clearer message.
+ */
+static void
+check_wal_level(const char *what)
+{
+	if (wal_level < WAL_LEVEL_LOGICAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s requires wal_level = logical", what),
+				 errdetail("wal_level is \"%s\".",
+						   GetConfigOption("wal_level", false, false)),
+				 errhint("Set wal_level = logical in postgresql.conf and restart the server.")));
 }
 
 /*

@@ -338,6 +338,8 @@ build_broker_command(void)
 								  kafgres_group_initial_rebalance_delay));
 	args = lappend(args, psprintf("--log-retention-check-interval=%dms",
 								  kafgres_log_retention_check_interval));
+	args = lappend(args, psprintf("--mapping-render-timeout=%dms",
+								  kafgres_mapping_render_timeout));
 	args = lappend(args, psprintf("--fsync=%s", kafgres_fsync ? "true" : "false"));
 	args = lappend(args, psprintf("--liveness-fd=%d", LIVENESS_FD));
 

@@ -29,6 +29,9 @@ type Log interface {
 	// Partitions is topic's partition count, creating the topic first when
 	// auto-creation allows; an error if it does not exist.
 	Partitions(ctx context.Context, topic string) (int32, error)
+	// MaxMessageBytes is the topic's max.message.bytes: the largest record
+	// batch it stores.
+	MaxMessageBytes(topic string) (int32, error)
 	// SourceApplied is the highest source position appended to a partition.
 	SourceApplied(topic string, partition int32) (uint64, error)
 	// AppendSourced appends batches in order; the channel closes once they
@@ -54,10 +57,11 @@ type Renderer interface {
 
 // Producer drains a Source into a Log.
 type Producer struct {
-	source   Source
-	log      Log
-	renderer Renderer // nil: changes are ignored
-	logger   *slog.Logger
+	source      Source
+	log         Log
+	renderer    Renderer // nil: changes are ignored
+	deadLetters DeadLetters
+	logger      *slog.Logger
 
 	// sticky is the partition NULL-key records of a topic go to within one
 	// group of transactions, as Kafka's sticky partitioner keeps a batch on
@@ -71,8 +75,8 @@ const (
 	eventBuffer   = 256
 )
 
-func New(source Source, log Log, renderer Renderer, logger *slog.Logger) *Producer {
-	return &Producer{source: source, log: log, renderer: renderer, logger: logger}
+func New(source Source, log Log, renderer Renderer, deadLetters DeadLetters, logger *slog.Logger) *Producer {
+	return &Producer{source: source, log: log, renderer: renderer, deadLetters: deadLetters, logger: logger}
 }
 
 // Run streams until ctx ends.
@@ -192,10 +196,15 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 	var order []topicPartition // deterministic append order
 	for i, tx := range txns {
 		byPart := map[topicPartition][]record{}
+		n := 0 // records of tx so far
 		for j, item := range tx.Items {
-			var recs []record
+			var (
+				recs []record
+				lsn  decoder.LSN
+			)
 			switch it := item.(type) {
 			case *decoder.Message:
+				lsn = it.LSN
 				// format 2: a snapshot row of a CDC mapping, rendered
 				// like a change (docs/producing.md)
 				if len(it.Content) > 0 && it.Content[0] == mappings.SnapshotVersion {
@@ -209,15 +218,23 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 				}
 				recs = append(recs, rec)
 			case *decoder.Change:
+				lsn = it.LSN
 				recs = renderedRecords(rendered, i, j)
 			}
 			for _, rec := range recs {
+				n++
 				tp, err := p.place(ctx, rec)
 				if err != nil {
 					p.logger.Warn("drop record", "topic", rec.topic, "lsn", tx.EndLSN, "err", err)
 					continue
 				}
-				byPart[tp] = append(byPart[tp], rec)
+				fits, err := p.fits(ctx, tx, lsn, n, tp, rec)
+				if err != nil {
+					return err
+				}
+				if fits {
+					byPart[tp] = append(byPart[tp], rec)
+				}
 			}
 		}
 		ts := tx.CommitTime.UnixMilli()
@@ -272,6 +289,29 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 		}
 	}
 	return nil
+}
+
+// fits checks a record against its topic's max.message.bytes where it is
+// appended: kafgres_produce checks kafgres.max_message_bytes when it is
+// called, but the topic may take less, and CDC records are only sized
+// here. A record that does not fit is not appended; so that it does not
+// vanish either, it goes to kafgres.dead_letter first (an error from that
+// fails the group, to be retried) and the records after it flow on.
+func (p *Producer) fits(ctx context.Context, tx *decoder.Transaction, lsn decoder.LSN, n int, tp topicPartition, rec record) (bool, error) {
+	limit, err := p.log.MaxMessageBytes(tp.topic)
+	if err != nil {
+		return false, fmt.Errorf("max.message.bytes of %s: %w", tp.topic, err)
+	}
+	size := batchSize(rec)
+	if size <= int(limit) {
+		return true, nil
+	}
+	reason := fmt.Sprintf("record of %d bytes (as a record batch) is larger than max.message.bytes %d of topic %q; not appended", size, limit, tp.topic)
+	p.logger.Error("record too large for its topic; written to kafgres.dead_letter", "topic", tp.topic, "lsn", lsn, "xid", tx.Xid, "bytes", size, "max_message_bytes", limit)
+	if err := p.deadLetters.DeadLetter(ctx, DeadLetter{LSN: lsn, Xid: tx.Xid, Error: reason, Record: deadRecord(rec, n)}); err != nil {
+		return false, fmt.Errorf("dead-letter a record of %s at %s: %w", tp.topic, lsn, err)
+	}
+	return false, nil
 }
 
 // renderedRecords are the records item j of transaction i rendered to.

@@ -96,6 +96,37 @@ func (r *reader) bytes32() []byte {
 	return nil
 }
 
+// recordBatchOverhead is the v2 batch header, base offset through record
+// count.
+const recordBatchOverhead = 61
+
+// batchSize is the size of a batch holding rec alone: what max.message.bytes
+// limits, as for a Kafka producer sending the record on its own (and as
+// kafgres_produce counts kafgres.max_message_bytes).
+func batchSize(rec record) int {
+	body := 3 // attributes, timestamp delta 0, offset delta 0
+	body += bytesLen(rec.key) + bytesLen(rec.value) + varintLen(len(rec.headers))
+	for _, h := range rec.headers {
+		body += varintLen(len(h.Key)) + len(h.Key) + bytesLen(h.Value)
+	}
+	return recordBatchOverhead + varintLen(body) + body
+}
+
+// varintLen is the length of v as a zigzag varint, Kafka's and Go's.
+func varintLen(v int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutVarint(b[:], int64(v))
+}
+
+// bytesLen is the encoded size of a varint-length-prefixed field; nil is
+// length -1 with no bytes.
+func bytesLen(b []byte) int {
+	if b == nil {
+		return varintLen(-1)
+	}
+	return varintLen(len(b)) + len(b)
+}
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // encodeBatch builds an uncompressed v2 batch (no producer id, CreateTime)

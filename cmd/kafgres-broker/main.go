@@ -39,6 +39,7 @@ func run() error {
 		partitions int
 		liveFD     int
 		groupDelay time.Duration
+		renderTime time.Duration
 		level      slog.Level
 	)
 	flag.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:9092", "host:port of the Kafka listener")
@@ -51,6 +52,15 @@ func run() error {
 	flag.BoolVar(&cfg.Fsync, "fsync", true, "fsync the log before acknowledging produces")
 	flag.DurationVar(&groupDelay, "group-initial-rebalance-delay", 3*time.Second, "how long a new consumer group waits for more members before its first rebalance (Kafka's group.initial.rebalance.delay.ms); 0 for none")
 	flag.DurationVar(&cfg.RetentionCheckInterval, "log-retention-check-interval", 5*time.Minute, "how often segments past their topic's retention are deleted (Kafka's log.retention.check.interval.ms)")
+	flag.Func("socket-request-max-bytes", "largest request frame accepted, in bytes (Kafka's socket.request.max.bytes; default 104857600)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		cfg.MaxRequestBytes = int32(n)
+		return err
+	})
+	flag.Int64Var(&cfg.QueuedMaxRequestBytes, "queued-max-request-bytes", broker.DefaultQueuedMaxRequestBytes, "request bytes all connections together may have read and not yet handled (Kafka's queued.max.request.bytes); -1 for no limit")
+	flag.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", 10*time.Minute, "close connections idle this long (Kafka's connections.max.idle.ms)")
+	flag.DurationVar(&cfg.RequestReadTimeout, "request-read-timeout", 30*time.Second, "close a connection whose request frame does not arrive whole within this long of its size")
+	flag.DurationVar(&renderTime, "mapping-render-timeout", 5*time.Second, "longest a CDC mapping may take to render a change before it is dead-lettered (kafgres.mapping_render_timeout); 0 for no limit")
 	flag.IntVar(&liveFD, "liveness-fd", -1, "exit when this inherited fd reaches EOF (set by the supervisor)")
 	flag.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	flag.Parse()
@@ -105,16 +115,27 @@ func run() error {
 	go func() {
 		defer close(produced)
 		dec := decoder.New(decoder.Config{DSN: cfg.DSN, Logger: log.With("component", "decoder")})
-		// CDC mappings render in Postgres through their own pool
-		pool, err := pgxpool.New(pctx, cfg.DSN)
+		// CDC mappings render in Postgres through their own pools, with
+		// search_path pinned: nothing the renderer sends depends on it
+		pcfg, err := pgxpool.ParseConfig(cfg.DSN)
+		if err != nil {
+			log.Error("CDC renderer", "err", err)
+			return
+		}
+		pcfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+		pool, err := pgxpool.NewWithConfig(pctx, pcfg)
 		if err != nil {
 			log.Error("CDC renderer", "err", err)
 			return
 		}
 		defer pool.Close()
-		renderer := mappings.NewRenderer(pool, log.With("component", "mappings"))
+		renderer, err := mappings.NewRenderer(pool, mappings.Config{RenderTimeout: renderTime}, log.With("component", "mappings"))
+		if err != nil {
+			log.Error("CDC renderer", "err", err)
+			return
+		}
 		defer renderer.Close()
-		p := producer.New(dec, b, renderer, log.With("component", "producer"))
+		p := producer.New(dec, b, renderer, producer.PGDeadLetters{Pool: pool}, log.With("component", "producer"))
 		if err := p.Run(pctx); err != nil {
 			log.Error("SQL produce stopped", "err", err)
 		}

@@ -94,6 +94,24 @@ n=$("${PSQL[@]}" -c "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('k
                      WHERE position('rolledback'::bytea IN data) > 0")
 [ "$n" = 0 ] || fail "a rolled back message was emitted"
 
+# 1b. the M frames carry the record (format 1), not the signature around
+#     it (format 3); a well-formed message written by hand is dropped,
+#     counted once (by whichever slot decodes it first) and sends nothing
+n=$("${PSQL[@]}" -c "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('kafgres_plugin_test', NULL, NULL)
+                     WHERE get_byte(data, 1) = ascii('M') AND get_byte(data, 26) <> 1")
+[ "$n" = 0 ] || fail "$n M frames do not start with format 1"
+"${PSQL[@]}" -c "SELECT pg_replication_slot_advance('kafgres_plugin_test', pg_current_wal_insert_lsn())" >/dev/null
+before=$("${PSQL[@]}" -c "SELECT kafgres_rejected_messages()")
+"${PSQL[@]}" >/dev/null <<'SQL'
+SELECT pg_logical_emit_message(true, 'kafgres',
+       '\x010013'::bytea || convert_to('kafgres_plugin_test', 'UTF8')
+       || '\xffffffffffffffff00000006666f726765640000'::bytea);
+SQL
+got=$(kinds)
+[ -z "$got" ] || fail "a hand-written message was emitted: frames $got"
+after=$("${PSQL[@]}" -c "SELECT kafgres_rejected_messages()")
+[ "$after" = $((before + 1)) ] || fail "kafgres_rejected_messages() went from $before to $after, expected one more"
+
 # 2. the returned LSN is the M frame's lsn (bytes 15..22 of the frame)
 "${PSQL[@]}" -c "SELECT pg_replication_slot_advance('kafgres_plugin_test', pg_current_wal_insert_lsn())" >/dev/null
 ok=$("${PSQL[@]}" <<'SQL'

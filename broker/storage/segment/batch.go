@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"math"
 )
 
 // Exported errors. Callers test for them with errors.Is; the returned errors
@@ -16,6 +18,14 @@ var (
 	ErrTopicIDMismatch  = errors.New("partition directory belongs to a different topic id")
 	ErrClosed           = errors.New("log closed")
 	ErrSourceOrder      = errors.New("source position goes backwards")
+
+	// ErrInvalidRecord: a record of a batch is malformed, or the batch
+	// holds more or fewer records than it declares (Kafka's
+	// InvalidRecordException).
+	ErrInvalidRecord = errors.New("invalid record")
+	// ErrRecordsTooLarge: a compressed batch inflates beyond the limit its
+	// reader was given.
+	ErrRecordsTooLarge = errors.New("decompressed records over the limit")
 )
 
 // Byte offsets of the fixed fields of a v2 record batch.
@@ -84,6 +94,15 @@ func (h BatchHeader) IsTransactional() bool { return h.Attributes&attrTransactio
 
 // IsControl reports the control attribute bit.
 func (h BatchHeader) IsControl() bool { return h.Attributes&attrControl != 0 }
+
+// HasLogAppendTime reports the timestamp-type attribute bit.
+func (h BatchHeader) HasLogAppendTime() bool { return h.Attributes&attrLogAppendTime != 0 }
+
+// CRCValid reports whether b, the whole batch h was parsed from, carries a
+// correct CRC-32C.
+func (h BatchHeader) CRCValid(b []byte) bool {
+	return len(b) >= HeaderSize && crc32.Checksum(b[offAttributes:], castagnoli) == h.CRC
+}
 
 // ParseBatchHeader parses the fixed header of a v2 batch. It needs at least
 // HeaderSize bytes but not the whole batch, so it can be used on headers read
@@ -179,37 +198,239 @@ func stamp(b []byte, baseOffset int64, leaderEpoch int32) {
 }
 
 // findRecord returns the offset and timestamp of the first record in batch
-// for which match returns true. records is the (decompressed) record section
-// of the batch, h its header.
-func findRecord(h BatchHeader, records []byte, match func(offset, ts int64) bool) (offset, ts int64, ok bool, err error) {
+// for which match returns true, reading the batch's (decompressed) records
+// from r; h is its header.
+func findRecord(h BatchHeader, r *RecordReader, match func(offset, ts int64) bool) (offset, ts int64, ok bool, err error) {
 	for i := int32(0); i < h.NumRecords; i++ {
-		length, n := binary.Varint(records)
-		if n <= 0 || length < 0 || int64(len(records)-n) < length {
-			return 0, 0, false, fmt.Errorf("%w: record %d of batch at offset %d: bad length", ErrCorruptBatch, i, h.BaseOffset)
+		rec, err := r.Next()
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("%w: record %d of batch at offset %d: %w", ErrCorruptBatch, i, h.BaseOffset, err)
 		}
-		body := records[n : n+int(length)]
-		records = records[n+int(length):]
-		if len(body) < 1 {
-			return 0, 0, false, fmt.Errorf("%w: record %d of batch at offset %d: empty", ErrCorruptBatch, i, h.BaseOffset)
-		}
-		body = body[1:] // record attributes, unused
-		tsDelta, n := binary.Varint(body)
-		if n <= 0 {
-			return 0, 0, false, fmt.Errorf("%w: record %d of batch at offset %d: bad timestamp delta", ErrCorruptBatch, i, h.BaseOffset)
-		}
-		offDelta, m := binary.Varint(body[n:])
-		if m <= 0 {
-			return 0, 0, false, fmt.Errorf("%w: record %d of batch at offset %d: bad offset delta", ErrCorruptBatch, i, h.BaseOffset)
-		}
-		ts := h.BaseTimestamp + tsDelta
+		ts := h.BaseTimestamp + rec.TimestampDelta
 		if h.Attributes&attrLogAppendTime != 0 {
 			// With LogAppendTime every record carries the batch's timestamp,
 			// whatever the producer put in the deltas.
 			ts = h.MaxTimestamp
 		}
-		if match(h.BaseOffset+offDelta, ts) {
-			return h.BaseOffset + offDelta, ts, true, nil
+		if match(h.BaseOffset+int64(rec.OffsetDelta), ts) {
+			return h.BaseOffset + int64(rec.OffsetDelta), ts, true, nil
 		}
 	}
 	return 0, 0, false, nil
+}
+
+// Record is what a RecordReader learns of one record of a v2 batch; keys,
+// values and headers are skipped, not kept.
+type Record struct {
+	Size           int32 // bytes of the record after its length prefix
+	TimestampDelta int64
+	OffsetDelta    int32
+	KeyLen         int32 // negative: null key
+	ValueLen       int32 // negative: null value
+	Headers        int32
+}
+
+// recordReaderBuffer is the window a RecordReader keeps over a stream: a
+// record larger than it is skipped through, never held.
+const recordReaderBuffer = 16 << 10
+
+// RecordReader reads the records section of a v2 batch one record at a
+// time, from memory (an uncompressed batch) or from a decompressing stream,
+// checking each record's structure as Kafka's DefaultRecord.readFrom does.
+// Over a stream it holds only a small window, so a batch that inflates to
+// gigabytes costs time, never memory. The zero value is ready for
+// ResetBytes; one reader may be reused for many batches.
+type RecordReader struct {
+	src   io.Reader // nil when buf is the whole section
+	buf   []byte    // bytes read and not consumed
+	back  []byte    // storage behind buf when reading from src
+	err   error     // src's error (io.EOF at its end), returned once buf is drained
+	stall int       // consecutive empty reads, to catch a reader that never progresses
+}
+
+// ResetBytes makes r read the records in b.
+func (r *RecordReader) ResetBytes(b []byte) {
+	r.src, r.buf, r.err, r.stall = nil, b, io.EOF, 0
+}
+
+// ResetReader makes r read the records from src.
+func (r *RecordReader) ResetReader(src io.Reader) {
+	if r.back == nil {
+		r.back = make([]byte, recordReaderBuffer)
+	}
+	r.src, r.buf, r.err, r.stall = src, r.back[:0], nil, 0
+}
+
+// fill tries to have at least n (≤ recordReaderBuffer) bytes buffered; it
+// stops early at the end of the input or on an error, left in r.err.
+func (r *RecordReader) fill(n int) {
+	for len(r.buf) < n && r.err == nil {
+		m := copy(r.back, r.buf)
+		k, err := r.src.Read(r.back[m:])
+		r.buf = r.back[:m+k]
+		switch {
+		case err != nil:
+			r.err = err
+		case k == 0:
+			if r.stall++; r.stall > 100 {
+				r.err = io.ErrNoProgress
+			}
+		default:
+			r.stall = 0
+		}
+	}
+}
+
+// srcErr is the error for input that ended too early: the source's own
+// failure, or a record cut short.
+func (r *RecordReader) srcErr(what string) error {
+	if r.err != nil && r.err != io.EOF {
+		return r.err
+	}
+	return fmt.Errorf("%w: %s cut short", ErrInvalidRecord, what)
+}
+
+// varint reads a zig-zag varint of at most maxLen bytes out of the *left
+// bytes that remain of the current record (left < 0: no record bound).
+func (r *RecordReader) varint(maxLen int, left *int64, what string) (int64, error) {
+	if len(r.buf) < binary.MaxVarintLen64 && r.src != nil {
+		r.fill(binary.MaxVarintLen64)
+	}
+	v, n := binary.Varint(r.buf)
+	switch {
+	case n == 0:
+		return 0, r.srcErr(what)
+	case n < 0 || n > maxLen:
+		return 0, fmt.Errorf("%w: %s is not a valid varint", ErrInvalidRecord, what)
+	case *left >= 0 && int64(n) > *left:
+		return 0, fmt.Errorf("%w: %s runs past the end of the record", ErrInvalidRecord, what)
+	}
+	r.buf = r.buf[n:]
+	if *left >= 0 {
+		*left -= int64(n)
+	}
+	return v, nil
+}
+
+// varint32 is varint for Kafka's int32 varints (at most 5 bytes).
+func (r *RecordReader) varint32(left *int64, what string) (int32, error) {
+	v, err := r.varint(5, left, what)
+	if err == nil && (v < math.MinInt32 || v > math.MaxInt32) {
+		err = fmt.Errorf("%w: %s %d out of range", ErrInvalidRecord, what, v)
+	}
+	return int32(v), err
+}
+
+// skip consumes n bytes of the current record.
+func (r *RecordReader) skip(n int64, left *int64, what string) error {
+	if n > *left {
+		return fmt.Errorf("%w: %s of %d bytes runs past the end of the record", ErrInvalidRecord, what, n)
+	}
+	*left -= n
+	for n > 0 {
+		if len(r.buf) == 0 {
+			if r.src == nil {
+				return r.srcErr(what)
+			}
+			r.fill(1)
+			if len(r.buf) == 0 {
+				return r.srcErr(what)
+			}
+		}
+		k := min(n, int64(len(r.buf)))
+		r.buf = r.buf[k:]
+		n -= k
+	}
+	return nil
+}
+
+// Next reads one record. Errors wrap ErrInvalidRecord for a malformed
+// record, or are the stream's own (a decompression failure,
+// ErrRecordsTooLarge).
+func (r *RecordReader) Next() (Record, error) {
+	var rec Record
+	unbounded := int64(-1)
+	size, err := r.varint32(&unbounded, "record length")
+	if err != nil {
+		return rec, err
+	}
+	// A record is at least attributes, timestamp and offset deltas, key
+	// and value lengths and a header count: six bytes.
+	if size < 6 {
+		return rec, fmt.Errorf("%w: record length %d", ErrInvalidRecord, size)
+	}
+	rec.Size = size
+	left := int64(size)
+	if err := r.skip(1, &left, "record attributes"); err != nil {
+		return rec, err
+	}
+	if rec.TimestampDelta, err = r.varint(binary.MaxVarintLen64, &left, "timestamp delta"); err != nil {
+		return rec, err
+	}
+	if rec.OffsetDelta, err = r.varint32(&left, "offset delta"); err != nil {
+		return rec, err
+	}
+	if rec.KeyLen, err = r.varint32(&left, "key length"); err != nil {
+		return rec, err
+	}
+	if rec.KeyLen > 0 {
+		if err := r.skip(int64(rec.KeyLen), &left, "key"); err != nil {
+			return rec, err
+		}
+	}
+	if rec.ValueLen, err = r.varint32(&left, "value length"); err != nil {
+		return rec, err
+	}
+	if rec.ValueLen > 0 {
+		if err := r.skip(int64(rec.ValueLen), &left, "value"); err != nil {
+			return rec, err
+		}
+	}
+	if rec.Headers, err = r.varint32(&left, "header count"); err != nil {
+		return rec, err
+	}
+	// Each header takes at least its two length bytes.
+	if rec.Headers < 0 || int64(rec.Headers) > left/2 {
+		return rec, fmt.Errorf("%w: header count %d", ErrInvalidRecord, rec.Headers)
+	}
+	for i := int32(0); i < rec.Headers; i++ {
+		klen, err := r.varint32(&left, "header key length")
+		if err != nil {
+			return rec, err
+		}
+		if klen < 0 {
+			return rec, fmt.Errorf("%w: header key length %d", ErrInvalidRecord, klen)
+		}
+		if err := r.skip(int64(klen), &left, "header key"); err != nil {
+			return rec, err
+		}
+		vlen, err := r.varint32(&left, "header value length")
+		if err != nil {
+			return rec, err
+		}
+		if vlen > 0 {
+			if err := r.skip(int64(vlen), &left, "header value"); err != nil {
+				return rec, err
+			}
+		}
+	}
+	if left != 0 {
+		return rec, fmt.Errorf("%w: record length %d, but its fields take %d bytes", ErrInvalidRecord, size, int64(size)-left)
+	}
+	return rec, nil
+}
+
+// End checks that nothing follows the records read so far, reading a
+// stream to its end so that its trailer (a gzip checksum, say) is checked.
+func (r *RecordReader) End() error {
+	if len(r.buf) == 0 && r.src != nil {
+		r.fill(1)
+	}
+	if len(r.buf) > 0 {
+		return fmt.Errorf("%w: bytes remain after the declared records", ErrInvalidRecord)
+	}
+	if r.err != nil && r.err != io.EOF {
+		return r.err
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -33,10 +34,13 @@ type Options struct {
 	Fsync              bool         // if false, Sync only advances the durable offset without fsync
 	Logger             *slog.Logger // may be nil
 
-	// Decompress turns the compressed record section of a batch into plain
-	// records. It is only needed to find the exact record for timestamp
-	// lookups; without it a compressed batch answers with its base offset.
-	Decompress func(codec int8, in []byte) ([]byte, error)
+	// Decompress opens the compressed record section in of a batch and
+	// calls fn with a reader of the plain records, which fn reads as a
+	// stream (a decompressed batch is never held whole). It is only needed
+	// to find the exact record for timestamp lookups; without it, or when
+	// it fails with ErrRecordsTooLarge, a compressed batch answers with its
+	// base offset.
+	Decompress func(codec int8, in []byte, fn func(records io.Reader) error) error
 
 	now         func() time.Time // test hook for segment rolling by age
 	beforeFsync func()           // test hook: runs in Sync after it has chosen what to claim

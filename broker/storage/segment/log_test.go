@@ -465,15 +465,15 @@ func gzipBytes(b []byte) []byte {
 	return buf.Bytes()
 }
 
-func gunzip(codec int8, in []byte) ([]byte, error) {
+func gunzip(codec int8, in []byte, fn func(io.Reader) error) error {
 	if codec != 1 {
-		return nil, fmt.Errorf("codec %d", codec)
+		return fmt.Errorf("codec %d", codec)
 	}
 	r, err := gzip.NewReader(bytes.NewReader(in))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return io.ReadAll(r)
+	return fn(r)
 }
 
 // timestampLog builds batches with out-of-order timestamps within and across
@@ -622,7 +622,7 @@ func TestTimestampsCompressed(t *testing.T) {
 
 	for _, tc := range []struct {
 		name       string
-		decompress func(int8, []byte) ([]byte, error)
+		decompress func(int8, []byte, func(io.Reader) error) error
 		wantOffset int64 // for ts 600
 		wantTs     int64
 		maxOffset  int64

@@ -1,7 +1,9 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,3 +85,119 @@ func writeFileAtomic(dir, name string, data []byte, fsync bool) error {
 	}
 	return nil
 }
+
+// MarkerFile is the file by which a partition directory says that kafgres
+// created it. Its content belongs to the caller (the broker records which
+// topic the directory was made for); this package only places it durably
+// and keeps it until the directory's last file is gone, so that nothing is
+// ever deleted without it being known whose data it is.
+const MarkerFile = "kafgres.partition"
+
+// creatingSuffix names a partition directory under construction: it gets
+// its final name only once its marker is durable.
+const creatingSuffix = ".kafgres-new"
+
+// CreatingDir is the name dir has while CreateDir builds it; a directory
+// left under that name by a crash never held anything but its marker.
+func CreatingDir(dir string) string { return dir + creatingSuffix }
+
+// CreateDir creates the partition directory dir holding marker as its
+// MarkerFile. The directory is built under another name and renamed, so
+// dir never exists without its marker; with fsync the marker, the new
+// directory and its entry in the parent are all durable when CreateDir
+// returns, before anything can be appended (and acknowledged) there. dir
+// must not exist.
+func CreateDir(dir string, marker []byte, fsync bool) error {
+	return createDir(dir, marker, fsync, syncDir)
+}
+
+// createDir is CreateDir with the directory fsync as a parameter, for tests.
+func createDir(dir string, marker []byte, fsync bool, syncDir func(string) error) error {
+	tmp := CreatingDir(dir)
+	if err := RemoveMarkedDir(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := writeFileAtomic(tmp, MarkerFile, marker, fsync); err != nil {
+		_ = os.RemoveAll(tmp) // ours: created just now
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		_ = os.RemoveAll(tmp)
+		return fmt.Errorf("create %s: %w", dir, fs.ErrExist)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		_ = os.RemoveAll(tmp)
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if fsync {
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// ReadMarker returns dir's MarkerFile; a missing file (or directory)
+// yields an error matching fs.ErrNotExist.
+func ReadMarker(dir string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(dir, MarkerFile))
+	if err != nil {
+		return nil, fmt.Errorf("read marker: %w", err)
+	}
+	return b, nil
+}
+
+// WriteMarker puts marker into the existing directory dir (adopting a
+// directory made before markers existed), atomically and, with fsync,
+// durably.
+func WriteMarker(dir string, marker []byte, fsync bool) error {
+	if err := writeFileAtomic(dir, MarkerFile, marker, fsync); err != nil {
+		return fmt.Errorf("write marker: %w", err)
+	}
+	return nil
+}
+
+// RemoveMarkedDir deletes dir and everything in it if dir is empty or
+// holds a MarkerFile; otherwise it deletes nothing and fails. The marker is
+// removed last, so a crash in the middle leaves a directory that is still
+// recognisably kafgres's and is removed again next time.
+func RemoveMarkedDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	marked := false
+	for _, e := range entries {
+		if e.Name() == MarkerFile && e.Type().IsRegular() {
+			marked = true
+		}
+	}
+	if len(entries) > 0 && !marked {
+		return fmt.Errorf("remove %s: %w", dir, ErrNotMarked)
+	}
+	for _, e := range entries {
+		if e.Name() == MarkerFile {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, MarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	if err := os.Remove(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ErrNotMarked: a directory has files but no MarkerFile, so kafgres did
+// not create it (or did so before markers existed) and must not delete it.
+var ErrNotMarked = errors.New("directory has no kafgres marker")
+
+// SyncDir fsyncs the directory dir, making the entries in it durable.
+func SyncDir(dir string) error { return syncDir(dir) }

@@ -142,40 +142,57 @@ func (v *segView) readBatch(h BatchHeader, pos int64) ([]byte, error) {
 // do if no record matches although the header said one would, unless records
 // before start were skipped: then found is false.
 func (l *Log) findInBatch(v *segView, h BatchHeader, pos, start int64, match func(int64) bool) (offset, ts int64, found bool, err error) {
-	codec := h.Compression()
-	if codec != 0 && l.opts.Decompress == nil {
-		return max(h.BaseOffset, start), h.MaxTimestamp, true, nil
+	fallback := func() (int64, int64, bool, error) { return max(h.BaseOffset, start), h.MaxTimestamp, true, nil }
+	if h.Compression() != 0 && l.opts.Decompress == nil {
+		return fallback()
 	}
-	records, err := l.batchRecords(v, h, pos)
+	err = l.batchRecords(v, h, pos, func(r *RecordReader) error {
+		var ok bool
+		offset, ts, ok, err = findRecord(h, r, func(o, t int64) bool { return o >= start && match(t) })
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			found = true
+		case h.BaseOffset < start:
+		default:
+			offset, ts, found = h.BaseOffset, h.MaxTimestamp, true
+		}
+		return nil
+	})
+	if errors.Is(err, ErrRecordsTooLarge) {
+		// Stored before produce bounded decompression, or the bound was
+		// lowered since: the header answers, as without a decompressor.
+		return fallback()
+	}
 	if err != nil {
 		return 0, 0, false, err
 	}
-	offset, ts, ok, err := findRecord(h, records, func(o, t int64) bool { return o >= start && match(t) })
-	switch {
-	case err != nil:
-		return 0, 0, false, err
-	case ok:
-		return offset, ts, true, nil
-	case h.BaseOffset < start:
-		return 0, 0, false, nil
-	}
-	return h.BaseOffset, h.MaxTimestamp, true, nil
+	return offset, ts, found, nil
 }
 
-// batchRecords returns the (decompressed) record section of the batch h at
-// pos; callers check that it can be decompressed.
-func (l *Log) batchRecords(v *segView, h BatchHeader, pos int64) ([]byte, error) {
+// batchRecords reads the batch h at pos and calls fn with a reader of its
+// (decompressed) records; callers check that it can be decompressed.
+func (l *Log) batchRecords(v *segView, h BatchHeader, pos int64, fn func(*RecordReader) error) error {
 	b, err := v.readBatch(h, pos)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	var r RecordReader
 	records := b[HeaderSize:]
-	if codec := h.Compression(); codec != 0 {
-		if records, err = l.opts.Decompress(codec, records); err != nil {
-			return nil, fmt.Errorf("decompress batch at offset %d: %w", h.BaseOffset, err)
-		}
+	codec := h.Compression()
+	if codec == 0 {
+		r.ResetBytes(records)
+		return fn(&r)
 	}
-	return records, nil
+	err = l.opts.Decompress(codec, records, func(src io.Reader) error {
+		r.ResetReader(src)
+		return fn(&r)
+	})
+	if err != nil {
+		return fmt.Errorf("decompress batch at offset %d: %w", h.BaseOffset, err)
+	}
+	return nil
 }
 
 // maxFrom returns the largest timestamp among the records at or after start
@@ -185,17 +202,19 @@ func (l *Log) maxFrom(v *segView, h BatchHeader, pos, start int64) (int64, error
 	if h.Compression() != 0 && l.opts.Decompress == nil {
 		return h.MaxTimestamp, nil
 	}
-	records, err := l.batchRecords(v, h, pos)
-	if err != nil {
-		return 0, err
-	}
 	best := int64(-1)
-	_, _, _, err = findRecord(h, records, func(o, t int64) bool {
-		if o >= start {
-			best = max(best, t)
-		}
-		return false
+	err := l.batchRecords(v, h, pos, func(r *RecordReader) error {
+		_, _, _, err := findRecord(h, r, func(o, t int64) bool {
+			if o >= start {
+				best = max(best, t)
+			}
+			return false
+		})
+		return err
 	})
+	if errors.Is(err, ErrRecordsTooLarge) {
+		return h.MaxTimestamp, nil
+	}
 	return best, err
 }
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every Go native fuzz target in the module, one after the other.
+#
+#   tests/fuzz.sh 15s          each target for 15 seconds (CI)
+#   tests/fuzz.sh 10000000x    each target for 10^7 executions (make soak)
+#
+# Go fuzzes one target of one package per invocation, so the targets are
+# found with grep. A crash fails the run and leaves the input under the
+# package's testdata/fuzz/, to be kept as a regression seed once fixed.
+# The last line is the plain "N passed, N failed" summary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+budget=${1:-15s}
+passed=0
+failed=0
+while IFS=: read -r file name; do
+	pkg=./$(dirname "$file")
+	echo "=== fuzz $pkg $name ($budget)"
+	start=$(date +%s)
+	out=$(mktemp)
+	if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$budget" -fuzzminimizetime=5s -parallel=2 "$pkg" >"$out" 2>&1; then
+		passed=$((passed + 1))
+		# the last progress line carries the execution count
+		grep -E '^fuzz: elapsed' "$out" | tail -n 1
+	else
+		failed=$((failed + 1))
+		tail -n 40 "$out"
+	fi
+	rm -f "$out"
+	echo "    took $(( $(date +%s) - start ))s"
+done < <(grep -rHoE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . |
+	grep -v '^./tests/conformance' | sed -E 's/:func /:/' | sort -u)
+echo "fuzz: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
