@@ -21,7 +21,7 @@ KAFGRES_HOME ?= /var/lib/kafgres
 PGPORT ?= 5432
 KAFKAPORT ?= 9092
 
-DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev
+DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev strace
 
 .PHONY: all deps build install run stop test fuzz bench soak conformance clean
 

@@ -117,6 +117,22 @@ func FuzzFrame(f *testing.F) {
 		for i := range b {
 			b[i] ^= 0xff // the connection reuses its buffer
 		}
+		// whatever parses has the shape its kind promises
+		switch fr.Kind {
+		case KindBegin, KindCommit:
+			if fr.Item != nil {
+				t.Fatalf("%c frame with an item", fr.Kind)
+			}
+		case KindMessage, KindInsert, KindUpdate, KindDelete, KindTruncate:
+			if fr.Item == nil {
+				t.Fatalf("%c frame without an item", fr.Kind)
+			}
+		default:
+			t.Fatalf("parsed unknown kind %q", fr.Kind)
+		}
+		if c, ok := fr.Item.(*Change); ok && c.Op != fr.Kind {
+			t.Fatalf("change op %c in %c frame", c.Op, fr.Kind)
+		}
 		out := encodeFrame(fr)
 		if !bytes.Equal(out, in) {
 			t.Fatalf("frame %+v encodes to\n%x\nparsed from\n%x", fr, out, in)

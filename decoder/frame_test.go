@@ -224,38 +224,6 @@ func TestParseFrameTruncations(t *testing.T) {
 	}
 }
 
-func FuzzParseFrame(f *testing.F) {
-	idCol := Column{Name: "id", TypeOID: 23, Kind: ColumnText, Value: []byte("1")}
-	f.Add([]byte(beginFrame(1, 2, 3)))
-	f.Add([]byte(commitFrame(1, 2, 3)))
-	f.Add([]byte(messageFrame(1, 3, 2, "hello")))
-	f.Add([]byte(header('I', 3, 1).u64(2).u32(1).str("s").str("t").u8(1).tuple(idCol, Column{Name: "u", Kind: ColumnUnchanged}).u8(0)))
-	f.Add([]byte(header('D', 3, 1).u64(2).u32(1).str("s").str("t").u8(0).u8(1).tuple(idCol)))
-	f.Add([]byte(header('T', 3, 1).u64(2).u16(2).u32(1).str("s").str("a").u32(2).str("s").str("b")))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		fr, err := ParseFrame(b)
-		if err != nil {
-			return
-		}
-		// Whatever parses must have the shape its kind promises.
-		switch fr.Kind {
-		case KindBegin, KindCommit:
-			if fr.Item != nil {
-				t.Fatalf("%c frame with an item", fr.Kind)
-			}
-		case KindMessage, KindInsert, KindUpdate, KindDelete, KindTruncate:
-			if fr.Item == nil {
-				t.Fatalf("%c frame without an item", fr.Kind)
-			}
-		default:
-			t.Fatalf("parsed unknown kind %q", fr.Kind)
-		}
-		if c, ok := fr.Item.(*Change); ok && c.Op != fr.Kind {
-			t.Fatalf("change op %c in %c frame", c.Op, fr.Kind)
-		}
-	})
-}
-
 func TestLSN(t *testing.T) {
 	for _, s := range []string{"0/0", "0/16B3748", "1/0", "FFFFFFFF/FFFFFFFF"} {
 		l, err := ParseLSN(s)

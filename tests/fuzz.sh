@@ -15,7 +15,7 @@ budget=${1:-15s}
 passed=0
 failed=0
 while IFS=: read -r file name; do
-	pkg=./$(dirname "$file")
+	pkg=$(dirname "$file")
 	echo "=== fuzz $pkg $name ($budget)"
 	start=$(date +%s)
 	out=$(mktemp)
