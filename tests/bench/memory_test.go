@@ -140,14 +140,7 @@ func statusKB(b *testing.B, pid int, field string) int64 {
 }
 
 func produceOne(b *testing.B, cl *kgo.Client, topic string, records []byte) int16 {
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = records
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := hostile.ProduceRequest(topic, records)
 	resp, err := req.RequestWith(context.Background(), cl)
 	if err != nil {
 		b.Fatalf("produce: %v", err)

@@ -118,3 +118,17 @@ func StatusKB(pid int, field string) (int64, error) {
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
+
+// ProduceRequest is a Produce request (acks=all) carrying records, as
+// sent, to partition 0 of topic: for batches no client library would build.
+func ProduceRequest(topic string, records []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kafgres/kafgres/tests/harness"
+	"github.com/kafgres/kafgres/tests/hostile"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -60,14 +61,7 @@ func newRaw(t *testing.T, addr string) *rawClient {
 
 func (r *rawClient) produce(topic string, records []byte) (int16, int64) {
 	r.t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = records
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := hostile.ProduceRequest(topic, records)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := req.RequestWith(ctx, r.cl)
