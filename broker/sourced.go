@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/producer"
 )
 
 // The methods below are the broker's log as the SQL-produce / CDC producer
@@ -14,20 +15,21 @@ import (
 
 var errUnknownTopic = errors.New("unknown topic")
 
-// Partitions returns topic's partition count, creating the topic with the
-// default partition count when auto-creation is on.
-func (b *Broker) Partitions(ctx context.Context, name string) (int32, error) {
+// Topic looks a topic up for the producer, creating it with the default
+// partition count when auto-creation is on; ok is false when it does not
+// exist.
+func (b *Broker) Topic(ctx context.Context, name string) (producer.TopicInfo, bool, error) {
 	t := b.catalog.lookup(ctx, name)
 	if t == nil && b.cfg.AutoCreateTopics && validTopicName(name) {
 		var err error
 		if t, err = b.catalog.create(ctx, name, b.cfg.DefaultPartition); err != nil {
-			return 0, err
+			return producer.TopicInfo{}, false, err
 		}
 	}
 	if t == nil {
-		return 0, fmt.Errorf("%w %q", errUnknownTopic, name)
+		return producer.TopicInfo{}, false, nil
 	}
-	return int32(len(t.parts)), nil
+	return producer.TopicInfo{ID: t.id, Partitions: int32(len(t.parts))}, true, nil
 }
 
 // MaxMessageBytes is topic's effective max.message.bytes, which the

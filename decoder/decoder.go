@@ -76,7 +76,7 @@ func (d *Decoder) Ack(lsn LSN) {
 // *Transaction) and each Progress to out, in stream order. On a lost
 // connection it reconnects; an incomplete transaction is dropped, as the
 // server sends it again.
-func (d *Decoder) Run(ctx context.Context, out chan<- any) error {
+func (d *Decoder) Run(ctx context.Context, out chan<- Event) error {
 	if err := checkName("slot", d.cfg.Slot); err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (e *protocolError) kindName() string {
 // stream is the state of Run that outlives a connection.
 type stream struct {
 	d   *Decoder
-	out chan<- any
+	out chan<- Event
 	asm assembler
 	// high is the highest position delivered (a transaction's EndLSN or a
 	// Progress); keepalives not beyond it tell the consumer nothing new.
@@ -360,7 +360,7 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 
 // emit hands ev to the consumer. A slow consumer must not cost us the
 // connection, so status updates keep going out while we wait.
-func (s *stream) emit(ctx context.Context, ev any) error {
+func (s *stream) emit(ctx context.Context, ev Event) error {
 	for {
 		t := time.NewTimer(time.Until(s.nextStatus))
 		select {

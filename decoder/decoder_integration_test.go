@@ -52,7 +52,7 @@ func skipWithoutPlugin(t *testing.T) {
 // running is a decoder streaming in the background until stop.
 type running struct {
 	d      *Decoder
-	events chan any
+	events chan Event
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -67,7 +67,7 @@ func startDecoder(t *testing.T, c *harness.Cluster) *running {
 			StatusInterval: 100 * time.Millisecond,
 			Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		}),
-		events: make(chan any, 100),
+		events: make(chan Event, 100),
 		cancel: cancel,
 		done:   make(chan error, 1),
 	}
@@ -220,12 +220,12 @@ func wantMessage(t *testing.T, txn *Transaction, value string) {
 	if len(txn.Items) != 1 {
 		t.Fatalf("transaction xid %d has %d items, want 1 message with %q", txn.Xid, len(txn.Items), value)
 	}
-	m, ok := txn.Items[0].(*Message)
+	m, ok := txn.Items[0].(*Produced)
 	if !ok {
-		t.Fatalf("item is %T, want *Message", txn.Items[0])
+		t.Fatalf("item is %T, want *Produced", txn.Items[0])
 	}
-	if len(m.Content) == 0 || m.Content[0] != 1 || !strings.HasSuffix(string(m.Content), value+"\x00\x00") {
-		t.Fatalf("message %q, want format 1 with value %q and no headers", m.Content, value)
+	if m.Topic != "decoder-test" || m.Key != nil || string(m.Value) != value || len(m.Headers) != 0 {
+		t.Fatalf("record %+v, want topic decoder-test, NULL key, value %q and no headers", m, value)
 	}
 	if !(m.LSN <= txn.CommitLSN && txn.CommitLSN < txn.EndLSN) {
 		t.Fatalf("positions out of order: message %s commit %s end %s", m.LSN, txn.CommitLSN, txn.EndLSN)
@@ -359,9 +359,14 @@ func TestDecoderIntegrationChanges(t *testing.T) {
 		t.Fatalf("got %d items, want insert, update, delete: %+v", len(txn.Items), txn.Items)
 	}
 	ins, upd, del := txn.Items[0].(*Change), txn.Items[1].(*Change), txn.Items[2].(*Change)
+	var mappingID int64
+	if err := conn.QueryRow(ctx, `SELECT mapping_id FROM kafgres.mapping WHERE name = 'orders'`).Scan(&mappingID); err != nil {
+		t.Fatal(err)
+	}
 	for i, ch := range []*Change{ins, upd, del} {
-		if ch.Op != "IUD"[i] || ch.Schema != "public" || ch.Table != "orders" || ch.RelID == 0 {
-			t.Fatalf("item %d: %+v", i, ch)
+		if ch.Op != "IUD"[i] || ch.Schema != "public" || ch.Table != "orders" || ch.RelID == 0 ||
+			len(ch.Mappings) != 1 || ch.Mappings[0] != mappingID {
+			t.Fatalf("item %d: %+v, want mapping ids [%d]", i, ch, mappingID)
 		}
 	}
 	col := func(tp *Tuple, name string) Column {
@@ -395,7 +400,8 @@ func TestDecoderIntegrationChanges(t *testing.T) {
 		t.Fatalf("got %d items, want one truncate", len(txn.Items))
 	}
 	tr, ok := txn.Items[0].(*Truncate)
-	if !ok || len(tr.Relations) != 1 || tr.Relations[0].Table != "orders" || tr.Relations[0].RelID != ins.RelID {
+	if !ok || len(tr.Relations) != 1 || tr.Relations[0].Table != "orders" || tr.Relations[0].RelID != ins.RelID ||
+		len(tr.Relations[0].Mappings) != 1 || tr.Relations[0].Mappings[0] != mappingID {
 		t.Fatalf("truncate: %+v", txn.Items[0])
 	}
 }
@@ -411,7 +417,7 @@ func TestDecoderIntegrationWALLevel(t *testing.T) {
 	d := New(Config{DSN: c.DSN(), Slot: testSlot, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	if err := d.Run(ctx, make(chan any)); !errors.Is(err, context.DeadlineExceeded) {
+	if err := d.Run(ctx, make(chan Event)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run returned %v", err)
 	}
 	got := logs.String()

@@ -10,7 +10,7 @@ import (
 
 // FrameVersion is the only frame format version this package reads
 // (docs/producing.md, "Output plugin frames").
-const FrameVersion = 1
+const FrameVersion = 2
 
 // Frame kinds, the second byte of every frame.
 const (
@@ -58,24 +58,24 @@ func ParseLSN(s string) (LSN, error) {
 	return LSN(h<<32 | l), nil
 }
 
-// Item is one entry of a transaction: *Message, *Change or *Truncate.
+// Item is one entry of a transaction, its kind decided once, here:
+// *Produced, *SnapshotRow or *Unreadable for a kafgres message, *Change or
+// *Truncate for a mapped table.
 type Item interface{ isItem() }
 
-// Message is a transactional logical message with prefix kafgres; Content
-// has the prefix stripped and is opaque to this package.
-type Message struct {
-	LSN     LSN
-	Content []byte
-}
-
 // Change is a row inserted ('I'), updated ('U') or deleted ('D') in a mapped
-// table. New and Old are nil when the frame does not carry them.
+// table. New and Old are nil when the frame does not carry them. Mappings
+// are the ids of the mappings that matched the change where it is in the
+// WAL -- on the table or, for a partition, on a partitioned table above it
+// -- strictly ascending; ParseFrame always fills it (a frame says at least
+// one), so it is nil only in a Change made otherwise.
 type Change struct {
 	LSN           LSN
 	Op            byte
 	RelID         uint32
 	Schema, Table string
 	New, Old      *Tuple
+	Mappings      []int64
 }
 
 // Truncate is a TRUNCATE of one or more mapped tables.
@@ -84,10 +84,12 @@ type Truncate struct {
 	Relations []Relation
 }
 
-// Relation names a truncated table.
+// Relation names a truncated table, with the ids of the mappings that
+// matched it, as Change.Mappings.
 type Relation struct {
 	RelID         uint32
 	Schema, Table string
+	Mappings      []int64
 }
 
 // Tuple is a row image: every non-dropped column, in attribute order.
@@ -104,7 +106,6 @@ type Column struct {
 	Value   []byte
 }
 
-func (*Message) isItem()  {}
 func (*Change) isItem()   {}
 func (*Truncate) isItem() {}
 
@@ -143,20 +144,23 @@ func ParseFrame(b []byte) (Frame, error) {
 		f.CommitLSN = LSN(r.uint64())
 		f.CommitTime = time.UnixMicro(pgEpochMicros + int64(r.uint64())).UTC()
 	case KindMessage:
-		m := &Message{LSN: LSN(r.uint64())}
-		m.Content = r.bytes(int(r.uint32()))
-		f.Item = m
+		lsn := LSN(r.uint64())
+		content := r.bytes(int(r.uint32()))
+		if r.err == nil {
+			f.Item = parseContent(lsn, content)
+		}
 	case KindInsert, KindUpdate, KindDelete:
 		f.Item = r.change(f.Kind)
 	case KindTruncate:
 		t := &Truncate{LSN: LSN(r.uint64())}
 		n := int(r.uint16())
-		// Each relation takes at least 8 bytes: check before allocating so
-		// a garbage count cannot make us allocate much.
-		if r.need(n * 8) {
+		// Each relation takes at least 18 bytes (relid, two string16, a
+		// mapping count and one id): check before allocating so a garbage
+		// count cannot make us allocate much.
+		if r.need(n * 18) {
 			t.Relations = make([]Relation, 0, n)
 			for i := 0; i < n && r.err == nil; i++ {
-				t.Relations = append(t.Relations, Relation{RelID: r.uint32(), Schema: r.string16(), Table: r.string16()})
+				t.Relations = append(t.Relations, Relation{RelID: r.uint32(), Schema: r.string16(), Table: r.string16(), Mappings: r.mappingIDs()})
 			}
 		}
 		f.Item = t
@@ -247,8 +251,36 @@ func (r *reader) flag(name string) bool {
 	return v == 1
 }
 
+// mappingIDs reads the ids of the mappings a change matched: a uint16
+// count, at least 1 (the plugin sends no change that matches nothing), then
+// that many int64, strictly ascending (each mapping once).
+func (r *reader) mappingIDs() []int64 {
+	at := r.off
+	n := int(r.uint16())
+	if r.err != nil {
+		return nil
+	}
+	if n == 0 {
+		r.err = fmt.Errorf("no mapping ids at offset %d", at)
+		return nil
+	}
+	if !r.need(n * 8) {
+		return nil
+	}
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(r.uint64())
+		if i > 0 && ids[i] <= ids[i-1] {
+			r.err = fmt.Errorf("mapping ids not ascending at offset %d: %d after %d", r.off-8, ids[i], ids[i-1])
+			return nil
+		}
+	}
+	return ids
+}
+
 func (r *reader) change(op byte) *Change {
 	c := &Change{Op: op, LSN: LSN(r.uint64()), RelID: r.uint32(), Schema: r.string16(), Table: r.string16()}
+	c.Mappings = r.mappingIDs()
 	if r.flag("has_new") {
 		c.New = r.tuple()
 	}

@@ -1,7 +1,10 @@
 package decoder
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,6 +24,23 @@ func (e enc) u32(v uint32) enc { return binary.BigEndian.AppendUint32(e, v) }
 func (e enc) u64(v uint64) enc { return binary.BigEndian.AppendUint64(e, v) }
 func (e enc) str(s string) enc { return append(e.u16(uint16(len(s))), s...) }
 func (e enc) raw(b []byte) enc { return append(e, b...) }
+
+// ids is a change's mapping ids: a uint16 count and each as int64.
+func (e enc) ids(ids ...int64) enc {
+	e = e.u16(uint16(len(ids)))
+	for _, id := range ids {
+		e = e.u64(uint64(id))
+	}
+	return e
+}
+
+// bytes32 is an int32 length (-1 for nil) and the bytes.
+func (e enc) bytes32(b []byte) enc {
+	if b == nil {
+		return e.u32(^uint32(0))
+	}
+	return e.u32(uint32(len(b))).raw(b)
+}
 
 // pgTime is t in microseconds since 2000-01-01 UTC.
 func pgTime(t time.Time) uint64 { return uint64(t.UnixMicro() - pgEpochMicros) }
@@ -49,8 +69,25 @@ func commitFrame(xid uint32, commitLSN, end LSN) enc {
 	return header(KindCommit, end, xid).u64(uint64(commitLSN)).u64(pgTime(commitTime))
 }
 
-func messageFrame(xid uint32, end, lsn LSN, content string) enc {
-	return header(KindMessage, end, xid).u64(uint64(lsn)).u32(uint32(len(content))).raw([]byte(content))
+// rawMessageFrame is an M frame with content as it is.
+func rawMessageFrame(xid uint32, end, lsn LSN, content []byte) enc {
+	return header(KindMessage, end, xid).u64(uint64(lsn)).u32(uint32(len(content))).raw(content)
+}
+
+// recordContent is a format-1 message: value to topic t, NULL key, no
+// headers.
+func recordContent(value string) []byte {
+	return enc{FormatRecord}.str("t").u32(^uint32(0)).u32(^uint32(0)).u32(uint32(len(value))).raw([]byte(value)).u16(0)
+}
+
+// messageFrame is an M frame holding recordContent(value).
+func messageFrame(xid uint32, end, lsn LSN, value string) enc {
+	return rawMessageFrame(xid, end, lsn, recordContent(value))
+}
+
+// produced is what messageFrame's content parses to.
+func produced(lsn LSN, value string) *Produced {
+	return &Produced{LSN: lsn, Topic: "t", Partition: -1, Value: []byte(value)}
 }
 
 func TestParseFrame(t *testing.T) {
@@ -73,60 +110,72 @@ func TestParseFrame(t *testing.T) {
 		{
 			name:  "message",
 			frame: messageFrame(7, endLSN, 0x900, "hello"),
-			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: &Message{LSN: 0x900, Content: []byte("hello")}},
+			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: produced(0x900, "hello")},
 		},
 		{
-			name:  "empty message",
+			name:  "empty value",
 			frame: messageFrame(7, endLSN, 0x900, ""),
-			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: &Message{LSN: 0x900, Content: []byte{}}},
+			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: produced(0x900, "")},
+		},
+		{
+			name: "record with key and headers",
+			frame: rawMessageFrame(7, endLSN, 0x900, enc{FormatRecord}.str("orders").u32(3).u32(1).raw([]byte("k")).u32(0).
+				u16(2).str("h").u32(^uint32(0)).str("").u32(1).raw([]byte("v"))),
+			want: Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: &Produced{LSN: 0x900, Topic: "orders", Partition: 3,
+				Key: []byte("k"), Value: []byte{}, Headers: []Header{{Key: "h"}, {Key: "", Value: []byte("v")}}}},
+		},
+		{
+			name:  "snapshot row",
+			frame: rawMessageFrame(7, endLSN, 0x900, enc{FormatSnapshot}.u64(12).raw([]byte(`{"id": 1}`))),
+			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: &SnapshotRow{LSN: 0x900, MappingID: 12, Row: `{"id": 1}`}},
 		},
 		{
 			name: "insert",
-			frame: header('I', endLSN, 7).u64(0x901).u32(16384).str("public").str("orders").
+			frame: header('I', endLSN, 7).u64(0x901).u32(16384).str("public").str("orders").ids(3).
 				u8(1).tuple(idCol, Column{Name: "note", TypeOID: 25, Kind: ColumnNull}, Column{Name: "e", TypeOID: 25, Kind: ColumnText, Value: []byte{}}).
 				u8(0),
 			want: Frame{Kind: 'I', CommitEndLSN: endLSN, Xid: 7, Item: &Change{
-				LSN: 0x901, Op: 'I', RelID: 16384, Schema: "public", Table: "orders",
+				LSN: 0x901, Op: 'I', RelID: 16384, Schema: "public", Table: "orders", Mappings: []int64{3},
 				New: &Tuple{Columns: []Column{idCol, {Name: "note", TypeOID: 25, Kind: ColumnNull}, {Name: "e", TypeOID: 25, Kind: ColumnText, Value: []byte{}}}},
 			}},
 		},
 		{
 			name: "update with old key and unchanged toast",
-			frame: header('U', endLSN, 7).u64(0x902).u32(16384).str("public").str("orders").
+			frame: header('U', endLSN, 7).u64(0x902).u32(16384).str("public").str("orders").ids(-5, 2, 1<<40).
 				u8(1).tuple(idCol, Column{Name: "doc", TypeOID: 25, Kind: ColumnUnchanged}).
 				u8(1).tuple(idCol),
 			want: Frame{Kind: 'U', CommitEndLSN: endLSN, Xid: 7, Item: &Change{
-				LSN: 0x902, Op: 'U', RelID: 16384, Schema: "public", Table: "orders",
+				LSN: 0x902, Op: 'U', RelID: 16384, Schema: "public", Table: "orders", Mappings: []int64{-5, 2, 1 << 40},
 				New: &Tuple{Columns: []Column{idCol, {Name: "doc", TypeOID: 25, Kind: ColumnUnchanged}}},
 				Old: &Tuple{Columns: []Column{idCol}},
 			}},
 		},
 		{
 			name:  "update without old",
-			frame: header('U', endLSN, 7).u64(0x902).u32(1).str("s").str("t").u8(1).tuple(idCol).u8(0),
+			frame: header('U', endLSN, 7).u64(0x902).u32(1).str("s").str("t").ids(1).u8(1).tuple(idCol).u8(0),
 			want: Frame{Kind: 'U', CommitEndLSN: endLSN, Xid: 7, Item: &Change{
-				LSN: 0x902, Op: 'U', RelID: 1, Schema: "s", Table: "t", New: &Tuple{Columns: []Column{idCol}},
+				LSN: 0x902, Op: 'U', RelID: 1, Schema: "s", Table: "t", Mappings: []int64{1}, New: &Tuple{Columns: []Column{idCol}},
 			}},
 		},
 		{
 			name:  "delete",
-			frame: header('D', endLSN, 7).u64(0x903).u32(1).str("s").str("t").u8(0).u8(1).tuple(idCol),
+			frame: header('D', endLSN, 7).u64(0x903).u32(1).str("s").str("t").ids(1).u8(0).u8(1).tuple(idCol),
 			want: Frame{Kind: 'D', CommitEndLSN: endLSN, Xid: 7, Item: &Change{
-				LSN: 0x903, Op: 'D', RelID: 1, Schema: "s", Table: "t", Old: &Tuple{Columns: []Column{idCol}},
+				LSN: 0x903, Op: 'D', RelID: 1, Schema: "s", Table: "t", Mappings: []int64{1}, Old: &Tuple{Columns: []Column{idCol}},
 			}},
 		},
 		{
 			name:  "tuple with no columns",
-			frame: header('I', endLSN, 7).u64(0x903).u32(1).str("s").str("t").u8(1).tuple().u8(0),
+			frame: header('I', endLSN, 7).u64(0x903).u32(1).str("s").str("t").ids(1).u8(1).tuple().u8(0),
 			want: Frame{Kind: 'I', CommitEndLSN: endLSN, Xid: 7, Item: &Change{
-				LSN: 0x903, Op: 'I', RelID: 1, Schema: "s", Table: "t", New: &Tuple{Columns: []Column{}},
+				LSN: 0x903, Op: 'I', RelID: 1, Schema: "s", Table: "t", Mappings: []int64{1}, New: &Tuple{Columns: []Column{}},
 			}},
 		},
 		{
 			name:  "truncate",
-			frame: header('T', endLSN, 7).u64(0x904).u16(2).u32(1).str("s").str("a").u32(2).str("s").str("b"),
+			frame: header('T', endLSN, 7).u64(0x904).u16(2).u32(1).str("s").str("a").ids(4).u32(2).str("s").str("b").ids(4, 9),
 			want: Frame{Kind: 'T', CommitEndLSN: endLSN, Xid: 7, Item: &Truncate{
-				LSN: 0x904, Relations: []Relation{{1, "s", "a"}, {2, "s", "b"}},
+				LSN: 0x904, Relations: []Relation{{1, "s", "a", []int64{4}}, {2, "s", "b", []int64{4, 9}}},
 			}},
 		},
 	}
@@ -152,14 +201,14 @@ func TestParseFrameDoesNotRetainInput(t *testing.T) {
 	for i := range b {
 		b[i] = 0xff
 	}
-	if got := string(f.Item.(*Message).Content); got != "hello" {
+	if got := string(f.Item.(*Produced).Value); got != "hello" {
 		t.Fatalf("content changed with the input buffer: %q", got)
 	}
 }
 
 func TestParseFrameErrors(t *testing.T) {
 	idCol := Column{Name: "id", TypeOID: 23, Kind: ColumnText, Value: []byte("1")}
-	change := func(kind byte) enc { return header(kind, endLSN, 7).u64(1).u32(1).str("s").str("t") }
+	change := func(kind byte) enc { return header(kind, endLSN, 7).u64(1).u32(1).str("s").str("t").ids(1) }
 	tests := []struct {
 		name    string
 		frame   enc
@@ -167,7 +216,8 @@ func TestParseFrameErrors(t *testing.T) {
 	}{
 		{"empty", enc{}, "shorter than"},
 		{"short header", header('B', 1, 2)[:10], "shorter than"},
-		{"bad version", append(enc{2}, beginFrame(1, 2, 3)[1:]...), "version 2"},
+		{"version 1", append(enc{1}, beginFrame(1, 2, 3)[1:]...), "frame version 1, want 2"},
+		{"version 3", append(enc{3}, beginFrame(1, 2, 3)[1:]...), "frame version 3, want 2"},
 		{"unknown kind", header('X', 1, 2), "unknown frame kind"},
 		{"begin truncated", beginFrame(1, 2, 3)[:20], "need 8 bytes"},
 		{"commit trailing", commitFrame(1, 2, 3).u8(0), "trailing"},
@@ -187,8 +237,15 @@ func TestParseFrameErrors(t *testing.T) {
 		{"bad column kind", change('I').u8(1).u16(1).str("c").u32(23).u8('x').u8(0), "unknown kind 0x78"},
 		{"column value truncated", change('I').u8(1).u16(1).str("c").u32(23).u8('t').u32(5).raw([]byte("ab")), "need 5 bytes"},
 		{"schema truncated", header('D', 1, 2).u64(1).u32(1).u16(9).raw([]byte("pub")), "need 9 bytes"},
-		{"truncate count beyond frame", header('T', 1, 2).u64(1).u16(3).u32(1).str("s").str("t"), "need 24 bytes"},
-		{"truncate relation truncated", header('T', 1, 2).u64(1).u16(1).u32(1).str("s").u16(4).raw([]byte("t")), "need 4 bytes"},
+		{"change without mapping ids", header('I', 1, 2).u64(1).u32(1).str("s").str("t").ids().u8(1).tuple(idCol).u8(0), "no mapping ids"},
+		{"mapping id count beyond frame", header('I', 1, 2).u64(1).u32(1).str("s").str("t").u16(0xffff).u64(1), "need 524280 bytes"},
+		{"mapping ids descending", header('I', 1, 2).u64(1).u32(1).str("s").str("t").ids(5, 4).u8(1).tuple(idCol).u8(0), "not ascending"},
+		{"mapping id twice", header('I', 1, 2).u64(1).u32(1).str("s").str("t").ids(5, 5).u8(1).tuple(idCol).u8(0), "not ascending"},
+		{"mapping ids truncated", header('D', 1, 2).u64(1).u32(1).str("s").str("t").u16(2).u64(1).u32(0), "need 16 bytes"},
+		{"truncate count beyond frame", header('T', 1, 2).u64(1).u16(3).u32(1).str("s").str("t").ids(1), "need 54 bytes"},
+		{"truncate relation truncated", header('T', 1, 2).u64(1).u16(1).u32(1).str("s").u16(40).raw([]byte("t")).ids(1), "need 40 bytes"},
+		{"truncate relation without mapping ids", header('T', 1, 2).u64(1).u16(1).u32(1).str("s").str("t").ids().u64(0), "no mapping ids"},
+		{"truncate mapping ids descending", header('T', 1, 2).u64(1).u16(1).u32(1).str("s").str("t").ids(2, 1), "not ascending"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,8 +266,8 @@ func TestParseFrameTruncations(t *testing.T) {
 	frames := []enc{
 		beginFrame(1, 2, 3),
 		messageFrame(1, 3, 2, "payload"),
-		header('U', 3, 1).u64(2).u32(1).str("s").str("t").u8(1).tuple(idCol, Column{Name: "n", Kind: ColumnNull}).u8(1).tuple(idCol),
-		header('T', 3, 1).u64(2).u16(1).u32(1).str("s").str("t"),
+		header('U', 3, 1).u64(2).u32(1).str("s").str("t").ids(1, 7).u8(1).tuple(idCol, Column{Name: "n", Kind: ColumnNull}).u8(1).tuple(idCol),
+		header('T', 3, 1).u64(2).u16(1).u32(1).str("s").str("t").ids(3),
 	}
 	for _, full := range frames {
 		if _, err := ParseFrame(full); err != nil {
@@ -251,5 +308,72 @@ func TestAck(t *testing.T) {
 	d.Ack(11)
 	if got := d.acked.Load(); got != 11 {
 		t.Fatalf("acked %d after Ack(11)", got)
+	}
+}
+
+// Content that does not parse is still an item: an *Unreadable with the
+// content and the reason, so that the producer can keep it.
+func TestParseContentUnreadable(t *testing.T) {
+	rec := recordContent("v")
+	tests := []struct {
+		name    string
+		content []byte
+		wantErr string
+	}{
+		{"empty", []byte{}, "need 1 bytes"},
+		{"unknown format", []byte{9, 1, 2}, "unknown format 9"},
+		{"record truncated", rec[:len(rec)-1], "need 2 bytes"},
+		{"record trailing", append(bytes.Clone(rec), 0), "1 trailing bytes"},
+		{"negative key length", enc{FormatRecord}.str("t").u32(0).u32(0xfffffffe), "negative length"},
+		{"header count beyond content", enc{FormatRecord}.str("t").u32(0).u32(^uint32(0)).u32(^uint32(0)).u16(100), "need 600 bytes"},
+		{"snapshot without id", []byte{FormatSnapshot, 0, 1}, "need 8 bytes"},
+		{"snapshot not JSON", enc{FormatSnapshot}.u64(1).raw([]byte("{")), "not JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := ParseFrame(rawMessageFrame(1, 2, 3, tt.content))
+			if err != nil {
+				t.Fatalf("frame refused: %v", err)
+			}
+			u, ok := f.Item.(*Unreadable)
+			if !ok {
+				t.Fatalf("item %+v, want *Unreadable", f.Item)
+			}
+			if u.LSN != 3 || !bytes.Equal(u.Content, tt.content) || !errors.Is(u.Err, errContent) || !strings.Contains(u.Err.Error(), tt.wantErr) {
+				t.Fatalf("got %+v (%v), want LSN 3, the content and an error containing %q", u, u.Err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The plugin's own frames (capturedFrames) carry what docs/producing.md
+// says: the ids of every mapping of the table, ascending, and for a
+// partition those of its partitioned parent, under the partition's name.
+func TestParseFrameCapturedMappings(t *testing.T) {
+	parse := func(i int) Frame {
+		t.Helper()
+		b, err := hex.DecodeString(capturedFrames[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := ParseFrame(b)
+		if err != nil {
+			t.Fatalf("captured frame %d: %v", i, err)
+		}
+		return f
+	}
+	for _, i := range []int{2, 3, 4, 5, 8} {
+		c := parse(i).Item.(*Change)
+		if c.Table != "orders" || !reflect.DeepEqual(c.Mappings, []int64{1, 2}) {
+			t.Fatalf("frame %d: %s %v, want orders [1 2]", i, c.Table, c.Mappings)
+		}
+	}
+	tr := parse(7).Item.(*Truncate)
+	if len(tr.Relations) != 1 || tr.Relations[0].Table != "orders" || !reflect.DeepEqual(tr.Relations[0].Mappings, []int64{1, 2}) {
+		t.Fatalf("truncate: %+v", tr)
+	}
+	c := parse(9).Item.(*Change)
+	if c.Table != "parted_eu" || !reflect.DeepEqual(c.Mappings, []int64{3}) {
+		t.Fatalf("partition insert: %s %v, want parted_eu [3]", c.Table, c.Mappings)
 	}
 }

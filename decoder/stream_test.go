@@ -26,7 +26,7 @@ func keepalive(walEnd LSN) []byte {
 }
 
 func TestStreamHandle(t *testing.T) {
-	out := make(chan any, 10)
+	out := make(chan Event, 10)
 	// No connection: nothing here may send a status update, so the next
 	// one is not due for a long time.
 	s := &stream{d: New(Config{}), out: out, nextStatus: time.Now().Add(time.Hour)}
@@ -77,7 +77,7 @@ func TestStreamHandleErrors(t *testing.T) {
 		{"message outside transaction", xlogData(messageFrame(1, 2, 3, "x")), 'M'},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &stream{d: New(Config{}), out: make(chan any, 1), nextStatus: time.Now().Add(time.Hour)}
+			s := &stream{d: New(Config{}), out: make(chan Event, 1), nextStatus: time.Now().Add(time.Hour)}
 			err := s.handle(context.Background(), tt.msg)
 			var perr *protocolError
 			if !errors.As(err, &perr) {

@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+// Event is what Run delivers: a *Transaction or a Progress.
+type Event interface{ isEvent() }
+
+func (*Transaction) isEvent() {}
+func (Progress) isEvent()     {}
+
 // Transaction is one committed transaction with kafgres content, complete
 // from its B frame to its C frame.
 type Transaction struct {

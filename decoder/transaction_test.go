@@ -10,7 +10,7 @@ func TestAssembler(t *testing.T) {
 	const xid, commitLSN = 9, LSN(0x5000)
 	end := commitLSN + 0x30
 	idCol := Column{Name: "id", TypeOID: 23, Kind: ColumnText, Value: []byte("1")}
-	insert := header('I', end, xid).u64(0x4100).u32(1).str("s").str("t").u8(1).tuple(idCol).u8(0)
+	insert := header('I', end, xid).u64(0x4100).u32(1).str("s").str("t").ids(1).u8(1).tuple(idCol).u8(0)
 
 	tests := []struct {
 		name    string
@@ -22,8 +22,8 @@ func TestAssembler(t *testing.T) {
 			name:   "message and change",
 			frames: []enc{beginFrame(xid, commitLSN, end), messageFrame(xid, end, 0x4000, "a"), insert, commitFrame(xid, commitLSN, end)},
 			want: []*Transaction{{Xid: xid, CommitLSN: commitLSN, EndLSN: end, CommitTime: commitTime, Items: []Item{
-				&Message{LSN: 0x4000, Content: []byte("a")},
-				&Change{LSN: 0x4100, Op: 'I', RelID: 1, Schema: "s", Table: "t", New: &Tuple{Columns: []Column{idCol}}},
+				produced(0x4000, "a"),
+				&Change{LSN: 0x4100, Op: 'I', RelID: 1, Schema: "s", Table: "t", Mappings: []int64{1}, New: &Tuple{Columns: []Column{idCol}}},
 			}}},
 		},
 		{
@@ -33,9 +33,9 @@ func TestAssembler(t *testing.T) {
 				beginFrame(2, 0x200, 0x210), messageFrame(2, 0x210, 0x150, "y"), messageFrame(2, 0x210, 0x160, "z"), commitFrame(2, 0x200, 0x210),
 			},
 			want: []*Transaction{
-				{Xid: 1, CommitLSN: 0x100, EndLSN: 0x110, CommitTime: commitTime, Items: []Item{&Message{LSN: 0x50, Content: []byte("x")}}},
+				{Xid: 1, CommitLSN: 0x100, EndLSN: 0x110, CommitTime: commitTime, Items: []Item{produced(0x50, "x")}},
 				{Xid: 2, CommitLSN: 0x200, EndLSN: 0x210, CommitTime: commitTime, Items: []Item{
-					&Message{LSN: 0x150, Content: []byte("y")}, &Message{LSN: 0x160, Content: []byte("z")},
+					produced(0x150, "y"), produced(0x160, "z"),
 				}},
 			},
 		},

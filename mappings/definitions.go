@@ -9,12 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Mapping is one row of kafgres.mapping, with the names the renderer needs.
+// Mapping is one definition: a row of kafgres.mapping, or of
+// kafgres.mapping_retired for a removed mapping whose changes may still be
+// on their way, with the names the renderer needs.
 type Mapping struct {
 	ID          int64
 	Name        string
 	SourceRelID uint32
 	Source      string // schema-qualified, quoted; "" if the table is gone
+	Shape       string // the table's columns and their types, as of loading; "" if it is gone
 	Topic       string
 	ValueExpr   *string // nil: to_jsonb(new)
 	KeyExpr     *string // nil: NULL key
@@ -23,7 +26,19 @@ type Mapping struct {
 	OwnerRole   uint32
 	Owner       string // role name; "" if the role is gone
 	SearchPath  string // as stored: current_setting('search_path') at creation
+
+	// Retired: removed (kafgres.mapping_retired), RetiredReason says why.
+	// A retired mapping renders the changes that matched it before its
+	// removal, and never stalls: what it cannot render is dead-lettered.
+	Retired       bool
+	RetiredReason string
+	// Unknown: a change named this id but no definition of it is left
+	// (removed before kafgres kept removed definitions).
+	Unknown bool
 }
+
+// stalls says whether a change m fails to render holds everything up.
+func (m *Mapping) stalls() bool { return m.OnError == OnErrorStall && !m.Retired }
 
 const (
 	OnErrorDeadLetter = "dead_letter"
@@ -39,22 +54,43 @@ func (m *Mapping) key() string {
 		}
 		return *p
 	}
-	return strings.Join([]string{m.Name, m.Source, m.Topic, s(m.ValueExpr), s(m.KeyExpr), s(m.FilterExpr),
+	return strings.Join([]string{m.Name, m.Source, m.Shape, m.Topic, s(m.ValueExpr), s(m.KeyExpr), s(m.FilterExpr),
 		m.Owner, m.SearchPath}, "\x01")
 }
 
+// loadMappingsSQL reads the live and the retired definitions. Nothing in
+// it may fail because of one mapping's state: a table or role that is gone
+// is an empty name (format('%I', NULL) raises an error, hence the CASEs),
+// which Renderer.check reports for that mapping alone. Shape changes when
+// a column is added, dropped or changes type, so that the render function
+// is made again.
 const loadMappingsSQL = `
-SELECT m.mapping_id, m.name, m.source_relid,
-       coalesce(pg_catalog.format('%I.%I', n.nspname, c.relname), ''),
-       m.topic, m.value_expr, m.key_expr, m.filter_expr, m.on_error,
-       m.owner_role, coalesce(r.rolname::text, ''), m.search_path
-  FROM kafgres.mapping AS m
-  LEFT JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) m.source_relid
+WITH defs AS (
+    SELECT m.mapping_id, m.name, m.source_relid, m.topic, m.value_expr, m.key_expr, m.filter_expr,
+           m.on_error, m.owner_role, m.search_path, false AS retired, ''::text AS reason
+      FROM kafgres.mapping AS m
+    UNION ALL
+    SELECT m.mapping_id, m.name, m.source_relid, m.topic, m.value_expr, m.key_expr, m.filter_expr,
+           m.on_error, m.owner_role, m.search_path, true, m.reason
+      FROM kafgres.mapping_retired AS m
+     WHERE NOT EXISTS (SELECT 1 FROM kafgres.mapping AS l WHERE l.mapping_id OPERATOR(pg_catalog.=) m.mapping_id))
+SELECT d.mapping_id, d.name, d.source_relid,
+       CASE WHEN c.oid IS NULL OR n.oid IS NULL THEN '' ELSE pg_catalog.format('%I.%I', n.nspname, c.relname) END,
+       CASE WHEN c.oid IS NULL THEN '' ELSE
+           coalesce((SELECT pg_catalog.string_agg(pg_catalog.format('%s %s %s', a.attname, a.atttypid, a.atttypmod),
+                                                  ',' ORDER BY a.attnum)
+                       FROM pg_catalog.pg_attribute AS a
+                      WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
+                        AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped), '') END,
+       d.topic, d.value_expr, d.key_expr, d.filter_expr, d.on_error,
+       d.owner_role, coalesce(r.rolname::text, ''), d.search_path, d.retired, d.reason
+  FROM defs AS d
+  LEFT JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) d.source_relid
   LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
-  LEFT JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) m.owner_role
- ORDER BY m.mapping_id`
+  LEFT JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) d.owner_role
+ ORDER BY d.mapping_id`
 
-// loadMappings reads every mapping, in id order.
+// loadMappings reads every definition, live and retired, in id order.
 func loadMappings(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }) ([]*Mapping, error) {
@@ -64,8 +100,8 @@ func loadMappings(ctx context.Context, q interface {
 	}
 	ms, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Mapping, error) {
 		var m Mapping
-		err := row.Scan(&m.ID, &m.Name, &m.SourceRelID, &m.Source, &m.Topic, &m.ValueExpr, &m.KeyExpr,
-			&m.FilterExpr, &m.OnError, &m.OwnerRole, &m.Owner, &m.SearchPath)
+		err := row.Scan(&m.ID, &m.Name, &m.SourceRelID, &m.Source, &m.Shape, &m.Topic, &m.ValueExpr, &m.KeyExpr,
+			&m.FilterExpr, &m.OnError, &m.OwnerRole, &m.Owner, &m.SearchPath, &m.Retired, &m.RetiredReason)
 		return &m, err
 	})
 	if err != nil {

@@ -54,8 +54,10 @@ type Renderer struct {
 	// concurrent misuse safe.
 	mu         sync.Mutex
 	loaded     bool
-	byRel      map[uint32][]*Mapping
-	byID       map[int64]*Mapping
+	byRel      map[uint32][]*Mapping // live mappings by source table
+	byID       map[int64]*Mapping    // live mappings
+	retired    map[int64]*Mapping    // removed, still rendering what matched them
+	lastRetire time.Time             // last advanceRetired
 	fns        map[int64]*renderFn
 	status     map[int64]*mappingStatus
 	lastFlush  time.Time
@@ -85,8 +87,9 @@ type job struct {
 }
 
 type renderRow struct {
-	txn, item      int
-	newRow, oldRow *string // JSON objects; nil for none
+	item           decoder.Item // the change or snapshot row
+	err            error        // cannot be rendered at all (an unchanged TOASTed value); newRow lacks the column and goes only to the dead letter
+	newRow, oldRow *string      // JSON objects; nil for none
 	op             string
 	lsn            decoder.LSN
 	xid            int64
@@ -107,6 +110,7 @@ const (
 	statusPaused  = "paused"
 
 	statusFlushInterval = time.Second
+	retireInterval      = 2 * time.Second
 	notifyChannel       = "kafgres_mappings"
 )
 
@@ -144,6 +148,7 @@ func NewRenderer(pool *pgxpool.Pool, cfg Config, logger *slog.Logger) (*Renderer
 		logger:  logger,
 		byRel:   map[uint32][]*Mapping{},
 		byID:    map[int64]*Mapping{},
+		retired: map[int64]*Mapping{},
 		fns:     map[int64]*renderFn{},
 		status:  map[int64]*mappingStatus{},
 	}, nil
@@ -164,32 +169,36 @@ func (r *Renderer) Close() {
 	r.render.Close()
 }
 
-// Render renders every change and snapshot row message of txns: for each
-// transaction one entry per item, holding the records of that item (one
-// per mapping of the table whose filter passes), nil for other items. An
-// error means nothing should be appended; the caller retries the group.
-func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) ([][][]Record, error) {
+// Render renders every change and snapshot row of txns: the records of
+// each (one per mapping of the table whose filter passes). An error means
+// nothing should be appended; the caller retries the group.
+func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) (Rendered, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.listenOnce.Do(r.startListener)
 
-	out := make([][][]Record, len(txns))
+	out := Rendered{}
 	need, unknown := false, false
-	for i, tx := range txns {
-		out[i] = make([][]Record, len(tx.Items))
+	for _, tx := range txns {
 		for _, item := range tx.Items {
 			switch it := item.(type) {
 			case *decoder.Change:
 				need = true
-				if _, ok := r.byRel[it.RelID]; !ok {
-					unknown = true
+				if len(it.Mappings) == 0 {
+					_, ok := r.byRel[it.RelID]
+					unknown = unknown || !ok
 				}
-			case *decoder.Message:
-				if len(it.Content) > 0 && it.Content[0] == SnapshotVersion {
-					need = true
+				for _, id := range it.Mappings {
+					unknown = unknown || r.lookup(id) == nil
 				}
+			case *decoder.SnapshotRow:
+				need = true
+				unknown = unknown || r.lookup(it.MappingID) == nil
 			}
 		}
+	}
+	if len(r.retired) > 0 && time.Since(r.lastRetire) >= retireInterval {
+		r.advanceRetired(ctx)
 	}
 	if !need {
 		return out, nil
@@ -245,31 +254,26 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction) ([]
 		row renderRow
 	}
 	var snaps []snapRow
-	for i, tx := range txns {
-		for k, item := range tx.Items {
-			base := renderRow{txn: i, item: k, xid: int64(tx.Xid), commitTS: tx.CommitTime}
+	for _, tx := range txns {
+		for _, item := range tx.Items {
+			base := renderRow{item: item, xid: int64(tx.Xid), commitTS: tx.CommitTime}
 			switch it := item.(type) {
 			case *decoder.Change:
-				// none: the mapping was removed after the change
-				for _, m := range r.byRel[it.RelID] {
-					row := base
-					row.op, row.lsn = string(it.Op), it.LSN
-					row.newRow = tupleJSON(it.New, it.Old)
-					row.oldRow = tupleJSON(it.Old, nil)
+				row := base
+				row.op, row.lsn = string(it.Op), it.LSN
+				row.newRow, row.err = tupleJSON(it.New, it.Old)
+				if te := (*unchangedToastError)(nil); errors.As(row.err, &te) {
+					te.table = pgx.Identifier{it.Schema, it.Table}.Sanitize()
+				}
+				row.oldRow, _ = tupleJSON(it.Old, nil) // an old image has no unchanged values
+				for _, m := range r.matched(it) {
 					add(m, row)
 				}
-			case *decoder.Message:
-				if len(it.Content) == 0 || it.Content[0] != SnapshotVersion {
-					continue
-				}
-				id, js, err := parseSnapshot(it.Content)
-				if err != nil {
-					r.logger.Error("skip snapshot row", "lsn", it.LSN, "err", err)
-					continue
-				}
+			case *decoder.SnapshotRow:
 				row := base
+				js := it.Row
 				row.op, row.lsn, row.newRow = "R", it.LSN, &js
-				snaps = append(snaps, snapRow{id: id, row: row})
+				snaps = append(snaps, snapRow{id: it.MappingID, row: row})
 			}
 		}
 	}
@@ -284,14 +288,11 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction) ([]
 			return nil, err
 		}
 		for _, s := range snaps {
-			m := r.byID[s.id]
-			switch {
-			case m == nil: // removed since
-			case !ok[[2]int64{s.id, s.row.xid}]:
-				r.logger.Warn("drop snapshot row not written by kafgres_snapshot_mapping", "mapping", m.Name, "lsn", s.row.lsn, "xid", s.row.xid)
-			default:
-				add(m, s.row)
+			if !ok[[2]int64{s.id, s.row.xid}] {
+				r.logger.Warn("drop snapshot row not written by kafgres_snapshot_mapping", "mapping_id", s.id, "lsn", s.row.lsn, "xid", s.row.xid)
+				continue
 			}
+			add(r.definition(s.id), s.row)
 		}
 	}
 	ids := make([]int64, 0, len(byID))
@@ -304,6 +305,38 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction) ([]
 		jobs[i] = byID[id]
 	}
 	return jobs, nil
+}
+
+// matched are the definitions a change is rendered with: those of the
+// mappings the output plugin found matching it where it is in the WAL,
+// live or retired since, or, from a plugin that does not say (frame
+// version 1), the table's live mappings.
+func (r *Renderer) matched(c *decoder.Change) []*Mapping {
+	if len(c.Mappings) == 0 {
+		return r.byRel[c.RelID]
+	}
+	ms := make([]*Mapping, len(c.Mappings))
+	for i, id := range c.Mappings {
+		ms[i] = r.definition(id)
+	}
+	return ms
+}
+
+// lookup is the live or retired definition of mapping id, nil if none.
+func (r *Renderer) lookup(id int64) *Mapping {
+	if m := r.byID[id]; m != nil {
+		return m
+	}
+	return r.retired[id]
+}
+
+// definition is lookup, or when no definition is left, one that
+// dead-letters what it is given, saying so.
+func (r *Renderer) definition(id int64) *Mapping {
+	if m := r.lookup(id); m != nil {
+		return m
+	}
+	return &Mapping{ID: id, Name: "", OnError: OnErrorDeadLetter, Retired: true, Unknown: true}
 }
 
 const snapshotsStartedSQL = `
@@ -334,63 +367,44 @@ func (r *Renderer) snapshotsStarted(ctx context.Context, ids, xids []int64) (map
 }
 
 // renderJob renders one mapping's rows into out. Rows that fail are
-// dead-lettered or stall the mapping (an error), as its on_error says.
-func (r *Renderer) renderJob(ctx context.Context, j *job, out [][][]Record) error {
-	fn, renderErr, err := r.ensureFunction(ctx, j.m, false)
+// dead-lettered or stall the mapping (an error), as its on_error says;
+// a retired mapping, or one whose definition can never render, never
+// stalls.
+func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
+	// rows that cannot be rendered whatever the definition fail first
+	var (
+		failed []failure
+		rows   []renderRow // the rest, sent to the function
+		idx    []int       // their indexes in j.rows
+	)
+	for i, row := range j.rows {
+		if row.err != nil {
+			failed = append(failed, failure{row: i, err: row.err})
+			continue
+		}
+		rows = append(rows, row)
+		idx = append(idx, i)
+	}
+	res, rowFailed, err := r.renderRows(ctx, j, rows)
 	if err != nil {
 		return err
 	}
-	if fn != nil && fn.broken != nil {
-		return nil // status 'error': never rendered
-	}
-	var res []rendered
-	if renderErr == nil {
-		res, renderErr, err = r.call(ctx, fn, j.rows)
-		if err != nil {
-			return err
-		}
-	}
-	if renderErr != nil && staleFunction(renderErr) {
-		// The table's columns may have changed under the function, or it
-		// was dropped: make it again, once, before blaming the rows.
-		if fn, renderErr, err = r.ensureFunction(ctx, j.m, true); err != nil {
-			return err
-		}
-		if renderErr == nil {
-			if res, renderErr, err = r.call(ctx, fn, j.rows); err != nil {
-				return err
-			}
-		}
-	}
-	var failed []failure
-	if renderErr != nil {
-		var te *timeoutError
-		switch {
-		case fn == nil: // no function to call: every row fails the same way
-			for i := range j.rows {
-				failed = append(failed, failure{row: i, err: renderErr})
-			}
-		case errors.As(renderErr, &te) && len(j.rows) == 1:
-			// the slow change is known: do not wait for it again
-			failed = []failure{{row: 0, err: renderErr}}
-		default:
-			if res, failed, err = r.callEach(ctx, fn, j.rows, j.m.OnError == OnErrorStall); err != nil {
-				return err
-			}
-		}
+	for _, f := range rowFailed {
+		failed = append(failed, failure{row: idx[f.row], err: f.err})
 	}
 	if len(failed) > 0 {
+		slices.SortFunc(failed, func(a, b failure) int { return a.row - b.row })
 		if err := r.handleFailures(ctx, j, failed); err != nil {
 			return err
 		}
 	}
 	n := int64(0)
 	for _, o := range res {
-		if !o.pass || int(o.ord) >= len(j.rows) || o.ord < 0 {
+		if !o.pass || int(o.ord) >= len(rows) || o.ord < 0 {
 			continue
 		}
-		row := j.rows[o.ord]
-		out[row.txn][row.item] = append(out[row.txn][row.item], Record{Topic: j.m.Topic, Key: o.k, Value: o.v})
+		row := rows[o.ord]
+		out[row.item] = append(out[row.item], Record{Topic: j.m.Topic, Key: o.k, Value: o.v})
 		n++
 	}
 	st := r.statusOf(j.m.ID)
@@ -404,10 +418,80 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out [][][]Record) erro
 	return nil
 }
 
+// renderRows renders rows with j's definition: what they rendered to (ord
+// indexes rows), and the rows that failed. When the definition cannot be
+// rendered at all, every row fails with the reason. j.m is replaced when
+// the definitions are reloaded.
+func (r *Renderer) renderRows(ctx context.Context, j *job, rows []renderRow) ([]rendered, []failure, error) {
+	if len(rows) == 0 {
+		return nil, nil, nil
+	}
+	all := func(err error) []failure {
+		failed := make([]failure, len(rows))
+		for i := range rows {
+			failed[i] = failure{row: i, err: err}
+		}
+		return failed
+	}
+	fn, renderErr, err := r.ensureFunction(ctx, j.m, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fn != nil && fn.broken != nil {
+		return nil, all(fn.broken), nil
+	}
+	var res []rendered
+	if renderErr == nil {
+		res, renderErr, err = r.call(ctx, fn, rows)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if renderErr != nil && staleFunction(renderErr) {
+		// The table may have been renamed, or its columns changed, under
+		// the function: read the definitions again (the table's current
+		// name and row type) and make it again, once, before blaming the
+		// rows.
+		if err := r.reload(ctx); err != nil {
+			return nil, nil, err
+		}
+		j.m = r.definition(j.m.ID)
+		if fn, renderErr, err = r.ensureFunction(ctx, j.m, true); err != nil {
+			return nil, nil, err
+		}
+		if fn != nil && fn.broken != nil {
+			return nil, all(fn.broken), nil
+		}
+		if renderErr == nil {
+			if res, renderErr, err = r.call(ctx, fn, rows); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if renderErr == nil {
+		return res, nil, nil
+	}
+	var te *timeoutError
+	switch {
+	case fn == nil: // no function to call: every row fails the same way
+		return nil, all(renderErr), nil
+	case errors.As(renderErr, &te) && len(rows) == 1:
+		// the slow change is known: do not wait for it again
+		return nil, all(renderErr), nil
+	default:
+		return r.callEach(ctx, fn, rows, j.m.stalls())
+	}
+}
+
 type failure struct {
 	row int
 	err error
 }
+
+// errBroken is wrapped by the reason a definition can never render (its
+// table or owner is gone, ...): no retry can help, so its rows are
+// dead-lettered even when the mapping would stall.
+var errBroken = errors.New("mapping cannot be rendered")
 
 // ErrStalled is wrapped by Render's error when a mapping with on_error
 // 'stall' could not render a change.
@@ -428,7 +512,7 @@ SELECT pg_catalog.count(*) FROM ins`
 func (r *Renderer) handleFailures(ctx context.Context, j *job, failed []failure) error {
 	st := r.statusOf(j.m.ID)
 	first := j.rows[failed[0].row]
-	if j.m.OnError == OnErrorStall {
+	if j.m.stalls() && !errors.Is(failed[0].err, errBroken) {
 		msg := errorText(failed[0].err)
 		if st.status != statusStalled || st.lastError != msg {
 			r.logger.Error("mapping stalled", "mapping", j.m.Name, "lsn", first.lsn, "err", msg)
@@ -452,7 +536,7 @@ func (r *Renderer) pause(ctx context.Context, j *job, reason string) error {
 		r.logger.Warn("mapping paused", "mapping", j.m.Name, "reason", reason)
 		st.status, st.lastError, st.dirty, st.changed = statusPaused, msg, true, true
 	}
-	if j.m.OnError == OnErrorStall {
+	if j.m.stalls() {
 		return fmt.Errorf("%w: %s at %s: %s", ErrStalled, j.m.Name, j.rows[0].lsn, msg)
 	}
 	failed := make([]failure, len(j.rows))
@@ -591,33 +675,48 @@ func (r *Renderer) flushStatus(ctx context.Context, force bool) {
 	}
 }
 
-// reload reads every mapping definition and drops the render functions of
-// mappings that are gone.
+// reload reads every mapping definition, live and retired, after retiring
+// the mappings whose table is gone, and drops the render functions of
+// mappings that are gone for good.
 func (r *Renderer) reload(ctx context.Context) error {
 	r.stale.Store(false) // a notification arriving from here on means reload again
-	ms, err := loadMappings(ctx, r.pool)
+	if err := r.retireOrphans(ctx); err != nil {
+		// not fatal: such a mapping is reported as broken below
+		r.logger.Warn("remove mappings of dropped tables", "err", err)
+	}
+	all, err := loadMappings(ctx, r.pool)
 	if err != nil {
 		r.stale.Store(true)
 		return err
 	}
 	r.byRel = map[uint32][]*Mapping{}
 	r.byID = map[int64]*Mapping{}
-	for _, m := range ms {
+	r.retired = map[int64]*Mapping{}
+	var ms []*Mapping // live
+	for _, m := range all {
+		if m.Retired {
+			r.retired[m.ID] = m
+			continue
+		}
+		ms = append(ms, m)
 		r.byRel[m.SourceRelID] = append(r.byRel[m.SourceRelID], m)
 		r.byID[m.ID] = m
 	}
 	for id := range r.fns {
-		if r.byID[id] == nil {
+		if r.lookup(id) == nil {
 			delete(r.fns, id)
 		}
 	}
 	for id := range r.status {
-		if r.byID[id] == nil {
+		if r.lookup(id) == nil {
 			delete(r.status, id)
 		}
 	}
 	r.loaded = true
-	r.logger.Debug("loaded mappings", "mappings", len(ms))
+	r.logger.Debug("loaded mappings", "mappings", len(ms), "retired", len(r.retired))
+	if len(r.retired) > 0 {
+		r.advanceRetired(ctx)
+	}
 	// statuses only: the rows of a paused mapping are dealt with when
 	// they come (Render checks again)
 	if denied, err := r.checkAccess(ctx, ms); err != nil {
@@ -647,17 +746,157 @@ SELECT p.oid::regprocedure::text
   JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
  WHERE n.nspname OPERATOR(pg_catalog.=) 'kafgres_render'
    AND NOT EXISTS (SELECT 1 FROM kafgres.mapping AS m
+                    WHERE p.proname OPERATOR(pg_catalog.=) ('m' OPERATOR(pg_catalog.||) m.mapping_id))
+   AND NOT EXISTS (SELECT 1 FROM kafgres.mapping_retired AS m
                     WHERE p.proname OPERATOR(pg_catalog.=) ('m' OPERATOR(pg_catalog.||) m.mapping_id))`
+
+// retireOrphansSQL finds the mappings whose source table is gone, for
+// drops the event trigger kafgres.mapping_source_dropped did not see
+// (session_replication_role = replica, or before 0.4.0); they are then
+// removed, and trigger mapping_retire keeps their definitions. Looked for
+// first: a DELETE, even of nothing, notifies kafgres_mappings, which would
+// make the broker reload again, and again.
+const (
+	orphansFindSQL = `
+SELECT m.mapping_id, m.name, m.source_relid
+  FROM kafgres.mapping AS m
+ WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class AS c WHERE c.oid OPERATOR(pg_catalog.=) m.source_relid)`
+
+	orphansRetireSQL = `
+DELETE FROM kafgres.mapping AS m
+ WHERE m.mapping_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])
+   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class AS c WHERE c.oid OPERATOR(pg_catalog.=) m.source_relid)
+RETURNING m.mapping_id`
+
+	orphanReasonSQL = `
+UPDATE kafgres.mapping_retired AS r
+   SET reason = 'source table (oid ' OPERATOR(pg_catalog.||) r.source_relid::pg_catalog.text
+                OPERATOR(pg_catalog.||) ') was dropped'
+ WHERE r.mapping_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])`
+)
+
+func (r *Renderer) retireOrphans(ctx context.Context) error {
+	rows, err := r.pool.Query(ctx, orphansFindSQL)
+	if err != nil {
+		return err
+	}
+	var (
+		ids  []int64
+		id   int64
+		name string
+		rel  uint32
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &name, &rel}, func() error {
+		r.logger.Warn("removing mapping: its source table was dropped", "mapping", name, "source_relid", rel)
+		ids = append(ids, id)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	rows, err = tx.Query(ctx, orphansRetireSQL, ids)
+	if err != nil {
+		return err
+	}
+	if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+		return err
+	}
+	// a statement of its own: the rows trigger mapping_retire wrote are
+	// not visible to the statement that fired it
+	if _, err := tx.Exec(ctx, orphanReasonSQL, ids); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// The life of a retired definition (kafgres.mapping_retired). A change
+// matched it only if it was written before the removal committed, by a
+// transaction that had an xid by then. When the broker first sees the row
+// (after the removal committed) it keeps the current snapshot; once every
+// transaction that snapshot saw running or unstarted-below-xmax has ended,
+// it reads the WAL insert position; once delivery has passed that
+// position, every change that could have matched the mapping has been
+// rendered, and the definition and its render function go.
+const (
+	retiredSeenSQL = `
+UPDATE kafgres.mapping_retired
+   SET drain_snapshot = pg_catalog.pg_current_snapshot()
+ WHERE drain_snapshot IS NULL`
+
+	retiredDrainedSQL = `
+UPDATE kafgres.mapping_retired
+   SET drain_lsn = pg_catalog.pg_current_wal_lsn()
+ WHERE drain_lsn IS NULL AND drain_snapshot IS NOT NULL
+   AND pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())
+       OPERATOR(pg_catalog.>=) pg_catalog.pg_snapshot_xmax(drain_snapshot)`
+
+	retiredCollectSQL = `
+WITH gone AS (
+    DELETE FROM kafgres.mapping_retired AS r
+     USING kafgres.delivery AS d
+     WHERE r.drain_lsn OPERATOR(pg_catalog.<=) d.applied_lsn
+       AND NOT EXISTS (SELECT 1 FROM kafgres.mapping AS m WHERE m.mapping_id OPERATOR(pg_catalog.=) r.mapping_id)
+    RETURNING r.mapping_id),
+markers AS (
+    DELETE FROM kafgres.mapping_snapshot AS s USING gone
+     WHERE s.mapping_id OPERATOR(pg_catalog.=) gone.mapping_id)
+SELECT gone.mapping_id FROM gone`
+)
+
+// advanceRetired moves retired definitions along their life, and drops
+// those no change can need any more. Failures are logged: a definition
+// kept longer costs nothing but space.
+func (r *Renderer) advanceRetired(ctx context.Context) {
+	r.lastRetire = time.Now()
+	for _, sql := range []string{retiredSeenSQL, retiredDrainedSQL} {
+		if _, err := r.pool.Exec(ctx, sql); err != nil {
+			r.logger.Warn("advance retired mappings", "err", err)
+			return
+		}
+	}
+	rows, err := r.pool.Query(ctx, retiredCollectSQL)
+	if err != nil {
+		r.logger.Warn("collect retired mappings", "err", err)
+		return
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		r.logger.Warn("collect retired mappings", "err", err)
+		return
+	}
+	for _, id := range ids {
+		delete(r.retired, id)
+		delete(r.fns, id)
+		delete(r.status, id)
+		if _, err := r.pool.Exec(ctx, fmt.Sprintf("DROP FUNCTION IF EXISTS %s(%s)", renderFnName(id), renderArgs)); err != nil {
+			r.logger.Warn("drop render function of retired mapping", "mapping_id", id, "err", err)
+		}
+	}
+	if len(ids) > 0 {
+		r.logger.Info("dropped retired mapping definitions", "mapping_ids", ids)
+	}
+}
 
 // accessSQL asks kafgres.mapping_denial (sql/kafgres--0.2.0--0.3.0.sql)
 // whether each mapping's owner may read all of its table.
 const accessSQL = `
-SELECT u.id, kafgres.mapping_denial(u.rel, u.owner)
+SELECT u.id, kafgres.mapping_denial(u.rel, u.owner),
+       EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) u.owner)
   FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::oid[]), pg_catalog.unnest($3::oid[]))
        AS u(id, rel, owner)`
 
 // checkAccess returns, for each of ms whose owner may not read all of its
-// source table (every column, and past row security), why not.
+// source table (every column, and past row security), why not. An owner
+// role that is gone is no pause but the end of the definition: its Owner
+// is cleared, so that it is found broken (and its changes dead-lettered,
+// even for a mapping that would stall) rather than paused.
 func (r *Renderer) checkAccess(ctx context.Context, ms []*Mapping) (map[int64]string, error) {
 	if len(ms) == 0 {
 		return nil, nil
@@ -670,12 +909,21 @@ func (r *Renderer) checkAccess(ctx context.Context, ms []*Mapping) (map[int64]st
 	if err != nil {
 		return nil, fmt.Errorf("check mapping owners' privileges: %w", err)
 	}
+	byID := make(map[int64]*Mapping, len(ms))
+	for _, m := range ms {
+		byID[m.ID] = m
+	}
 	denied := map[int64]string{}
 	var (
 		id     int64
 		reason *string
+		exists bool
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &reason}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &reason, &exists}, func() error {
+		if !exists && !byID[id].Unknown {
+			byID[id].Owner = ""
+			return nil
+		}
 		if reason != nil {
 			denied[id] = *reason
 		}
@@ -721,6 +969,7 @@ func (r *Renderer) ensureFunction(ctx context.Context, m *Mapping, force bool) (
 
 	path, broken := r.check(m)
 	if broken != nil {
+		broken = fmt.Errorf("%w: %w", errBroken, broken)
 		fn = &renderFn{key: key, broken: broken}
 		r.fns[m.ID] = fn
 		if st.status != statusError || st.lastError != broken.Error() {
@@ -746,6 +995,10 @@ func (r *Renderer) ensureFunction(ctx context.Context, m *Mapping, force bool) (
 // the gate before any of m's text is spliced into SQL.
 func (r *Renderer) check(m *Mapping) (searchPath string, err error) {
 	switch {
+	case m.Unknown:
+		return "", fmt.Errorf("no definition of mapping %d is left (it was removed before kafgres kept removed definitions)", m.ID)
+	case m.Source == "" && m.Retired:
+		return "", fmt.Errorf("source table (oid %d) no longer exists (mapping removed: %s)", m.SourceRelID, m.RetiredReason)
 	case m.Source == "":
 		return "", fmt.Errorf("source table (oid %d) no longer exists", m.SourceRelID)
 	case m.Owner == "":

@@ -1,11 +1,11 @@
 package mappings
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kafgres/kafgres/decoder"
 )
@@ -14,10 +14,6 @@ const (
 	oidJSON  = 114
 	oidJSONB = 3802
 	oidBytea = 17
-
-	// SnapshotVersion is the first byte of a snapshot row message written
-	// by kafgres_snapshot_mapping (docs/producing.md, "Message format 2").
-	SnapshotVersion = 2
 )
 
 // tupleJSON renders a decoded row image as the JSON object
@@ -25,21 +21,35 @@ const (
 // string of its text form, which the column type's input function parses
 // again, except json and jsonb values, which are JSON already. NULL
 // columns are null. An unchanged TOASTed column ('u', only in the new image
-// of an update) is taken from other when it has the column, and left out
-// otherwise, which the render function sees as NULL.
-func tupleJSON(t, other *decoder.Tuple) *string {
+// of an update) is not in the WAL: it is taken from other (the old image,
+// which has it with REPLICA IDENTITY FULL; a key-only old image has NULL
+// in its place), and when other cannot fill it
+// the row cannot be rendered truthfully, so that is an error naming the
+// column (leaving it out would render a NULL that was not in the row); the
+// object is then still returned, without such columns, for the dead
+// letter.
+func tupleJSON(t, other *decoder.Tuple) (*string, error) {
 	if t == nil {
-		return nil
+		return nil, nil
 	}
-	var b strings.Builder
+	var (
+		b   strings.Builder
+		err error
+	)
 	b.WriteByte('{')
 	first := true
 	for _, c := range t.Columns {
-		if c.Kind == 'u' {
-			var ok bool
-			if c, ok = findColumn(other, c.Name); !ok || c.Kind == 'u' {
+		if c.Kind == decoder.ColumnUnchanged {
+			// A value left unchanged was not NULL, so a NULL in other is
+			// a key-only old image's placeholder, not the value.
+			oc, ok := findColumn(other, c.Name)
+			if !ok || oc.Kind != decoder.ColumnText {
+				if err == nil {
+					err = &unchangedToastError{column: c.Name}
+				}
 				continue
 			}
+			c = oc
 		}
 		if !first {
 			b.WriteByte(',')
@@ -48,7 +58,7 @@ func tupleJSON(t, other *decoder.Tuple) *string {
 		writeJSONString(&b, c.Name)
 		b.WriteByte(':')
 		switch {
-		case c.Kind == 'n':
+		case c.Kind == decoder.ColumnNull:
 			b.WriteString("null")
 		case c.TypeOID == oidJSON || c.TypeOID == oidJSONB:
 			b.Write(c.Value)
@@ -58,7 +68,20 @@ func tupleJSON(t, other *decoder.Tuple) *string {
 	}
 	b.WriteByte('}')
 	s := b.String()
-	return &s
+	return &s, err
+}
+
+// unchangedToastError is an update whose new image lacks a TOASTed value
+// it did not change. The table is filled in by the caller.
+type unchangedToastError struct {
+	column string
+	table  string // quoted, qualified
+}
+
+func (e *unchangedToastError) Error() string {
+	return fmt.Sprintf("column %s of table %s is a TOASTed value the update did not change, which is not in the WAL; "+
+		"set REPLICA IDENTITY FULL on the table (ALTER TABLE %s REPLICA IDENTITY FULL) so that updates carry it",
+		pgx.Identifier{e.column}.Sanitize(), e.table, e.table)
 }
 
 func findColumn(t *decoder.Tuple, name string) (decoder.Column, bool) {
@@ -76,19 +99,4 @@ func findColumn(t *decoder.Tuple, name string) (decoder.Column, bool) {
 func writeJSONString(b *strings.Builder, s string) {
 	enc, _ := json.Marshal(s) // a string always marshals
 	b.Write(enc)
-}
-
-var errSnapshotMessage = errors.New("malformed snapshot row message")
-
-// parseSnapshot decodes a format-2 message: version byte 2, mapping id as
-// a big-endian int64, then the row as JSON text.
-func parseSnapshot(content []byte) (mappingID int64, row string, err error) {
-	if len(content) < 9 || content[0] != SnapshotVersion {
-		return 0, "", fmt.Errorf("%w: %d bytes", errSnapshotMessage, len(content))
-	}
-	row = string(content[9:])
-	if !json.Valid(content[9:]) {
-		return 0, "", fmt.Errorf("%w: row is not JSON", errSnapshotMessage)
-	}
-	return int64(binary.BigEndian.Uint64(content[1:9])), row, nil
 }

@@ -17,8 +17,12 @@
  * contract with decoder/ -- change both together.
  *
  * kafgres.mapping is a user_catalog_table, so it can be read here under the
- * historic snapshot: the answer to "is this table mapped?" is the one that
- * was true at the change's position in the WAL, not today's.
+ * historic snapshot: the answer to "which mappings does this change
+ * match?" is the one that was true at the change's position in the WAL,
+ * not today's, and every change frame carries those mappings' ids so that
+ * the broker renders it with them.  A mapping on a partitioned table
+ * matches the changes of every partition below it: pg_inherits is a
+ * catalog, so the partition tree is also read as of the change.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,24 +33,29 @@
 #include "access/skey.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "libpq/pqformat.h"
 #include "nodes/bitmapset.h"
 #include "replication/logical.h"
 #include "replication/output_plugin.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "auth.h"
 
 /* first byte of every frame; bump it with docs/producing.md */
-#define KAFGRES_FRAME_VERSION	1
+#define KAFGRES_FRAME_VERSION	2
 
 /* see docs/producing.md */
 #define FRAME_BEGIN				'B'
@@ -70,12 +79,17 @@
  */
 #define SKIPPED_CHANGES_THRESHOLD	100
 
-/* one entry of the per-transaction "is this relation mapped?" cache */
-typedef struct MappedRelEntry
+/*
+ * One entry of the per-transaction cache "which mappings match a change of
+ * this relation?": the ids of the kafgres.mapping rows whose source_relid is
+ * the relation or one of its partition ancestors, ascending.
+ */
+typedef struct RelMappingsEntry
 {
 	Oid			relid;			/* hash key */
-	bool		mapped;
-} MappedRelEntry;
+	int			nmappings;
+	int64	   *mapping_ids;	/* in txn_context; NULL when nmappings is 0 */
+} RelMappingsEntry;
 
 typedef struct KafgresDecodingData
 {
@@ -97,15 +111,46 @@ typedef struct KafgresDecodingData
 	/*
 	 * kafgres.mapping as seen by the current transaction's historic
 	 * snapshot; looked up at its first change.  mapping_relid is InvalidOid
-	 * when the table does not exist (yet), in which case nothing is mapped.
+	 * when the table does not exist (yet), or no longer exists today (DROP
+	 * EXTENSION), in which case nothing is mapped.
 	 */
 	bool		mapping_looked_up;
+	Oid			mapping_nspid;	/* schema kafgres */
 	Oid			mapping_relid;
 	Oid			mapping_index;	/* index on source_relid, if any */
 	AttrNumber	mapping_attnum; /* attnum of source_relid */
+	AttrNumber	mapping_id_attnum;	/* attnum of mapping_id */
 
-	HTAB	   *mapped_rels;	/* MappedRelEntry by relid, in txn_context */
+	HTAB	   *rel_mappings;	/* RelMappingsEntry by relid, in txn_context */
+
+	/*
+	 * Every relation rel_mappings's answers were derived from (the
+	 * relations and their ancestors), as a set of Oids in txn_context; a
+	 * relcache invalidation of one of them (relcache_invalidated) sets
+	 * rels_invalidated: a partition may have been attached or detached
+	 * within the transaction, so what rel_mappings says about ancestors may
+	 * be out of date.
+	 */
+	HTAB	   *watched_rels;
+	bool		rels_invalidated;
+
+	/*
+	 * The kafgres.mapping and index whose storage was last found to exist
+	 * in today's catalog, kept across transactions until a relcache
+	 * invalidation of either (see check_mapping_storage).
+	 */
+	Oid			storage_checked_relid;
+	Oid			storage_checked_index;
+	bool		storage_index_usable;
 } KafgresDecodingData;
+
+/*
+ * The decoding session of this backend, for the relcache callback, which
+ * cannot be unregistered and so outlives sessions: NULL between them.  A
+ * backend runs at most one decoding session at a time.
+ */
+static KafgresDecodingData *active_session = NULL;
+static bool relcache_callback_registered = false;
 
 extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 
@@ -134,9 +179,20 @@ static void reset_txn_state(KafgresDecodingData *data);
 static void forget_mappings(KafgresDecodingData *data);
 static bool changes_mapping_table(KafgresDecodingData *data,
 								  Relation relation);
-static bool relation_is_mapped(KafgresDecodingData *data, Oid relid);
+static void relcache_invalidated(Datum arg, Oid relid);
+static void session_context_gone(void *arg);
+static RelMappingsEntry *relation_mappings(KafgresDecodingData *data,
+										   Relation relation);
 static void lookup_mapping_table(KafgresDecodingData *data);
-static bool mapping_row_exists(KafgresDecodingData *data, Oid relid);
+static bool check_mapping_storage(KafgresDecodingData *data);
+static bool relation_exists_today(Oid relid, Oid nspid, const char *relname,
+								  Oid relfilenode);
+static void collect_mapping_ids(KafgresDecodingData *data, Relation mapping,
+								Oid source_relid, int64 **ids, int *nids,
+								int *capacity);
+static int	compare_int64(const void *a, const void *b);
+static void send_mapping_ids(StringInfo out, RelMappingsEntry *entry,
+							 XLogRecPtr lsn);
 static void skipped_change(LogicalDecodingContext *ctx);
 static void write_header(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 						 char kind);
@@ -171,9 +227,10 @@ kafgres_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt,
 {
 	KafgresDecodingData *data;
 	ListCell   *option;
+	MemoryContextCallback *gone;
 
 	/*
-	 * Version 1 of the format has no options.  Refuse any, rather than
+	 * The format has no options.  Refuse any, rather than
 	 * ignore them: a decoder asking for something we do not do should find
 	 * out at once, not from misread frames.
 	 */
@@ -198,6 +255,24 @@ kafgres_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt,
 											  ALLOCSET_SMALL_SIZES);
 	reset_txn_state(data);
 
+	/*
+	 * Relcache invalidations reach the callback below while we decode:
+	 * those of the transaction being decoded (ATTACH PARTITION, DROP
+	 * EXTENSION) as well as other backends' ones.  ctx->context goes away
+	 * without our shutdown callback when decoding fails, hence the reset
+	 * callback that forgets the session.
+	 */
+	if (!relcache_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(relcache_invalidated, (Datum) 0);
+		relcache_callback_registered = true;
+	}
+	gone = MemoryContextAllocZero(ctx->context, sizeof(MemoryContextCallback));
+	gone->func = session_context_gone;
+	gone->arg = data;
+	MemoryContextRegisterResetCallback(ctx->context, gone);
+	active_session = data;
+
 	ctx->output_plugin_private = data;
 
 	opt->output_type = OUTPUT_PLUGIN_BINARY_OUTPUT;
@@ -212,6 +287,50 @@ kafgres_shutdown(LogicalDecodingContext *ctx)
 	/* both are children of ctx->context, but they need not outlive us */
 	MemoryContextDelete(data->context);
 	MemoryContextDelete(data->txn_context);
+	if (active_session == data)
+		active_session = NULL;
+}
+
+/* ctx->context is going away: the session must not be called back */
+static void
+session_context_gone(void *arg)
+{
+	if (active_session == arg)
+		active_session = NULL;
+}
+
+/*
+ * A relcache entry was invalidated (relid), or all of them (InvalidOid).
+ * Only flags are set here: this runs wherever invalidations are accepted,
+ * which may be in the middle of one of our own lookups.
+ */
+static void
+relcache_invalidated(Datum arg, Oid relid)
+{
+	KafgresDecodingData *data = active_session;
+
+	if (data == NULL)
+		return;
+
+	/*
+	 * ATTACH and DETACH PARTITION invalidate the partition and its parent:
+	 * if we derived an answer from either, forget all answers, which costs
+	 * one lookup per relation.  Invalidations of other relations, which
+	 * other backends' DDL sends all the time, leave the cache alone.
+	 */
+	if (!OidIsValid(relid) ||
+		(data->watched_rels != NULL &&
+		 hash_search(data->watched_rels, &relid, HASH_FIND, NULL) != NULL))
+		data->rels_invalidated = true;
+
+	if (!OidIsValid(relid) ||
+		relid == data->storage_checked_relid ||
+		relid == data->storage_checked_index)
+	{
+		data->storage_checked_relid = InvalidOid;
+		data->storage_checked_index = InvalidOid;
+		data->storage_index_usable = false;
+	}
 }
 
 /*
@@ -232,10 +351,14 @@ forget_mappings(KafgresDecodingData *data)
 {
 	MemoryContextReset(data->txn_context);
 	data->mapping_looked_up = false;
+	data->mapping_nspid = InvalidOid;
 	data->mapping_relid = InvalidOid;
 	data->mapping_index = InvalidOid;
 	data->mapping_attnum = InvalidAttrNumber;
-	data->mapped_rels = NULL;
+	data->mapping_id_attnum = InvalidAttrNumber;
+	data->rel_mappings = NULL;
+	data->watched_rels = NULL;
+	data->rels_invalidated = false;
 }
 
 /*
@@ -374,6 +497,7 @@ kafgres_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	HeapTuple	newtuple = NULL;
 	HeapTuple	oldtuple = NULL;
 	Bitmapset  *old_attrs = NULL;
+	RelMappingsEntry *mappings;
 	MemoryContext old;
 	char		kind;
 
@@ -381,13 +505,16 @@ kafgres_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	 * A change of kafgres.mapping itself may map or unmap tables for the
 	 * rest of this transaction (kafgres_add_mapping() followed by inserts,
 	 * in one transaction): forget what we cached.  The historic snapshot
-	 * moves past the change before our next lookup.
+	 * moves past the change before our next lookup.  Likewise after an
+	 * invalidation, which may have moved the relation in a partition tree.
 	 */
-	if (changes_mapping_table(data, relation))
+	if (data->rels_invalidated || changes_mapping_table(data, relation))
 		forget_mappings(data);
 
-	if (!relation_is_mapped(data, relid))
+	mappings = relation_mappings(data, relation);
+	if (mappings->nmappings == 0)
 	{
+		MemoryContextReset(data->context);
 		skipped_change(ctx);
 		return;
 	}
@@ -437,6 +564,7 @@ kafgres_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	pq_sendint64(ctx->out, change->lsn);
 	pq_sendint32(ctx->out, relid);
 	send_relation_name(ctx->out, relation);
+	send_mapping_ids(ctx->out, mappings, change->lsn);
 
 	pq_sendbyte(ctx->out, newtuple != NULL ? 1 : 0);
 	if (newtuple != NULL)
@@ -458,24 +586,35 @@ kafgres_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 				 ReorderBufferChange *change)
 {
 	KafgresDecodingData *data = ctx->output_plugin_private;
+	RelMappingsEntry **mappings;
 	int			nmapped = 0;
 	int			i;
 
 	/* TRUNCATE kafgres.mapping unmaps everything from here on */
+	if (data->rels_invalidated)
+		forget_mappings(data);
 	for (i = 0; i < nrelations; i++)
 	{
 		if (changes_mapping_table(data, relations[i]))
 			forget_mappings(data);
 	}
 
+	/*
+	 * Entries live in txn_context; nothing below forgets them before the
+	 * frame is written (an invalidation only sets a flag).
+	 */
+	mappings = MemoryContextAlloc(data->context,
+								  sizeof(RelMappingsEntry *) * nrelations);
 	for (i = 0; i < nrelations; i++)
 	{
-		if (relation_is_mapped(data, RelationGetRelid(relations[i])))
+		mappings[i] = relation_mappings(data, relations[i]);
+		if (mappings[i]->nmappings > 0)
 			nmapped++;
 	}
 
 	if (nmapped == 0)
 	{
+		MemoryContextReset(data->context);
 		skipped_change(ctx);
 		return;
 	}
@@ -498,10 +637,11 @@ kafgres_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	{
 		Relation	relation = relations[i];
 
-		if (!relation_is_mapped(data, RelationGetRelid(relation)))
+		if (mappings[i]->nmappings == 0)
 			continue;
 		pq_sendint32(ctx->out, RelationGetRelid(relation));
 		send_relation_name(ctx->out, relation);
+		send_mapping_ids(ctx->out, mappings[i], change->lsn);
 	}
 	OutputPluginWrite(ctx, true);
 
@@ -509,121 +649,344 @@ kafgres_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 }
 
 /*
- * Is relid mapped, as of the current historic snapshot?  Answers are cached
- * for the rest of the transaction, so that a transaction changing many rows
- * of one table costs one index lookup, not one per row.
+ * The mappings a change of relation matches, as of the current historic
+ * snapshot: those on the relation itself and, for a partition, those on
+ * each of its ancestors, since a mapping on a partitioned table covers
+ * every partition below it (changes arrive for the leaf that holds the
+ * row).  Answers are cached for the rest of the transaction, so that a
+ * transaction changing many rows of one table costs one lookup, not one
+ * per row.  The result lives in txn_context.
  */
-static bool
-relation_is_mapped(KafgresDecodingData *data, Oid relid)
+static RelMappingsEntry *
+relation_mappings(KafgresDecodingData *data, Relation relation)
 {
-	MappedRelEntry *entry;
+	static RelMappingsEntry no_mappings = {InvalidOid, 0, NULL};
+	Oid			relid = RelationGetRelid(relation);
+	RelMappingsEntry *entry;
 	bool		found;
+	List	   *sources;
+	ListCell   *lc;
+	Relation	mapping;
+	int64	   *ids = NULL;
+	int			nids = 0;
+	int			capacity = 0;
+	MemoryContext old;
 
 	if (!data->mapping_looked_up)
 		lookup_mapping_table(data);
 
-	/* no kafgres.mapping (yet): the extension is not installed, or is newer */
+	/* no kafgres.mapping: the extension is not installed, newer or dropped */
 	if (!OidIsValid(data->mapping_relid))
-		return false;
+		return &no_mappings;
 
-	if (data->mapped_rels == NULL)
+	if (data->rel_mappings == NULL)
 	{
 		HASHCTL		hash_ctl;
 
 		hash_ctl.keysize = sizeof(Oid);
-		hash_ctl.entrysize = sizeof(MappedRelEntry);
+		hash_ctl.entrysize = sizeof(RelMappingsEntry);
 		hash_ctl.hcxt = data->txn_context;
-		data->mapped_rels = hash_create("kafgres mapped relations", 32,
-										&hash_ctl,
-										HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		data->rel_mappings = hash_create("kafgres relation mappings", 32,
+										 &hash_ctl,
+										 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		hash_ctl.keysize = sizeof(Oid);
+		hash_ctl.entrysize = sizeof(Oid);
+		hash_ctl.hcxt = data->txn_context;
+		data->watched_rels = hash_create("kafgres watched relations", 32,
+										 &hash_ctl,
+										 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 
-	entry = hash_search(data->mapped_rels, &relid, HASH_ENTER, &found);
-	if (!found)
+	entry = hash_search(data->rel_mappings, &relid, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry;
+
+	/*
+	 * Work in the per-change context (reset by our callers); only the
+	 * result is kept, in txn_context.  The entry is made last, so that a
+	 * failed lookup leaves none behind.
+	 */
+	old = MemoryContextSwitchTo(data->context);
+
+	sources = list_make1_oid(relid);
+	if (relation->rd_rel->relispartition)
+		sources = list_concat(sources, get_partition_ancestors(relid));
+
+	/*
+	 * The lock first: taking it makes us accept pending invalidations, and
+	 * holding it keeps the table from being dropped between the check and
+	 * the scans.  It is released at once, as a table_close would, so that
+	 * decoding a long transaction does not hold up DDL on kafgres.mapping.
+	 */
+	LockRelationOid(data->mapping_relid, AccessShareLock);
+	if (!check_mapping_storage(data))
 	{
-		/* don't leave a half-made entry behind if the lookup fails */
-		entry->mapped = false;
-		PG_TRY();
-		{
-			entry->mapped = mapping_row_exists(data, relid);
-		}
-		PG_CATCH();
-		{
-			hash_search(data->mapped_rels, &relid, HASH_REMOVE, NULL);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
+		/*
+		 * The table we see as of this change has been dropped since (DROP
+		 * EXTENSION kafgres, with the slot kept): its rows, the mapping
+		 * definitions, are gone with it, and so is anything they could be
+		 * rendered with.  Nothing is mapped.
+		 */
+		UnlockRelationOid(data->mapping_relid, AccessShareLock);
+		MemoryContextSwitchTo(old);
+		data->mapping_relid = InvalidOid;
+		return &no_mappings;
+	}
+	mapping = table_open(data->mapping_relid, NoLock);
+	foreach(lc, sources)
+		collect_mapping_ids(data, mapping, lfirst_oid(lc), &ids, &nids,
+							&capacity);
+	table_close(mapping, NoLock);
+	UnlockRelationOid(data->mapping_relid, AccessShareLock);
+
+	/* ascending, as docs/producing.md promises; ids are unique */
+	if (nids > 1)
+		qsort(ids, nids, sizeof(int64), compare_int64);
+
+	MemoryContextSwitchTo(old);
+
+	foreach(lc, sources)
+	{
+		Oid			source = lfirst_oid(lc);
+
+		(void) hash_search(data->watched_rels, &source, HASH_ENTER, NULL);
 	}
 
-	return entry->mapped;
+	entry = hash_search(data->rel_mappings, &relid, HASH_ENTER, &found);
+	Assert(!found);
+	entry->nmappings = nids;
+	entry->mapping_ids = NULL;
+	if (nids > 0)
+	{
+		entry->mapping_ids = MemoryContextAlloc(data->txn_context,
+												sizeof(int64) * nids);
+		memcpy(entry->mapping_ids, ids, sizeof(int64) * nids);
+	}
+	return entry;
 }
 
 /*
- * Find kafgres.mapping, its source_relid column and the index on it, under
- * the historic snapshot.  Any of them missing is not an error: a slot can be
- * created before CREATE EXTENSION kafgres, and then there is nothing mapped
- * until the extension exists.
+ * Find kafgres.mapping, its source_relid and mapping_id columns and the
+ * index on source_relid, under the historic snapshot.  Any of them missing
+ * is not an error: a slot can be created before CREATE EXTENSION kafgres,
+ * and then there is nothing mapped until the extension exists.
  */
 static void
 lookup_mapping_table(KafgresDecodingData *data)
 {
 	Oid			nspid;
+	Oid			relid;
 
 	data->mapping_looked_up = true;
+	data->mapping_nspid = InvalidOid;
 	data->mapping_relid = InvalidOid;
 	data->mapping_index = InvalidOid;
 	data->mapping_attnum = InvalidAttrNumber;
+	data->mapping_id_attnum = InvalidAttrNumber;
 
 	nspid = get_namespace_oid("kafgres", true);
 	if (!OidIsValid(nspid))
 		return;
 
-	data->mapping_relid = get_relname_relid("mapping", nspid);
-	if (!OidIsValid(data->mapping_relid))
+	relid = get_relname_relid("mapping", nspid);
+	if (!OidIsValid(relid))
 		return;
 
-	data->mapping_attnum = get_attnum(data->mapping_relid, "source_relid");
+	data->mapping_attnum = get_attnum(relid, "source_relid");
+	data->mapping_id_attnum = get_attnum(relid, "mapping_id");
 	if (data->mapping_attnum == InvalidAttrNumber ||
-		get_atttype(data->mapping_relid, data->mapping_attnum) != OIDOID)
+		get_atttype(relid, data->mapping_attnum) != OIDOID ||
+		data->mapping_id_attnum == InvalidAttrNumber ||
+		get_atttype(relid, data->mapping_id_attnum) != INT8OID)
 	{
 		/* not a kafgres.mapping we know how to read */
-		data->mapping_relid = InvalidOid;
 		return;
 	}
+
+	data->mapping_nspid = nspid;
+	data->mapping_relid = relid;
 
 	/* without the index we fall back to a sequential scan: slower, correct */
 	data->mapping_index = get_relname_relid("mapping_source_relid_idx", nspid);
 }
 
 /*
- * Does kafgres.mapping have a row for relid?  Read with the systable scan
- * API, as the logical decoding documentation requires for user catalog
- * tables; the snapshot is the historic one logical decoding has set up.
+ * Can the kafgres.mapping of the historic snapshot still be read?  Logical
+ * decoding reads a user catalog table through today's pg_class row for it
+ * (its files move with VACUUM FULL), so once the table has been dropped --
+ * DROP EXTENSION kafgres with the slot kept -- opening it fails with
+ * "could not find pg_class entry", and would for every transaction before
+ * the drop still in the slot.  Its index is read through the historic
+ * pg_class row, whose files are gone after a REINDEX or VACUUM FULL; then
+ * we scan without it.
+ *
+ * Checking today's catalog takes a lookup in pg_class, so a positive answer
+ * is kept until a relcache invalidation of either relation.  The caller
+ * holds a lock on the table, so that invalidations up to now have been
+ * accepted and the answer stays true while it reads.
  */
 static bool
-mapping_row_exists(KafgresDecodingData *data, Oid relid)
+check_mapping_storage(KafgresDecodingData *data)
 {
-	Relation	mapping;
+	Oid			relid = data->mapping_relid;
+	Oid			index = data->mapping_index;
+	Oid			nspid = data->mapping_nspid;
+	bool		usable = false;
+
+	if (data->storage_checked_relid == relid &&
+		data->storage_checked_index == index)
+		return true;
+
+	/*
+	 * Claim the answer before looking, so that an invalidation arriving
+	 * while we look (a REINDEX committing) withdraws it: this lookup then
+	 * reads without the index, and the next one checks again.
+	 */
+	data->storage_checked_relid = relid;
+	data->storage_checked_index = index;
+	data->storage_index_usable = false;
+
+	if (!relation_exists_today(relid, nspid, "mapping", InvalidOid))
+	{
+		data->storage_checked_relid = InvalidOid;
+		data->storage_checked_index = InvalidOid;
+		return false;
+	}
+
+	if (OidIsValid(index))
+	{
+		HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(index));
+
+		/* the relfilenode as of the historic snapshot */
+		if (HeapTupleIsValid(tuple))
+		{
+			Oid			relfilenode = ((Form_pg_class) GETSTRUCT(tuple))->relfilenode;
+
+			ReleaseSysCache(tuple);
+			usable = OidIsValid(relfilenode) &&
+				relation_exists_today(index, nspid, "mapping_source_relid_idx",
+									  relfilenode);
+		}
+	}
+
+	if (data->storage_checked_relid == relid &&
+		data->storage_checked_index == index)
+		data->storage_index_usable = usable;
+	return true;
+}
+
+/*
+ * Does today's catalog -- not the historic snapshot -- have relation relid
+ * in namespace nspid with name relname (and, if valid, that relfilenode)?
+ * The name is compared too, in case the OID has been reused.
+ */
+static bool
+relation_exists_today(Oid relid, Oid nspid, const char *relname,
+					  Oid relfilenode)
+{
+	Relation	pg_class;
 	SysScanDesc scan;
 	ScanKeyData key;
-	bool		exists;
+	HeapTuple	tuple;
+	bool		exists = false;
 
-	mapping = table_open(data->mapping_relid, AccessShareLock);
+	pg_class = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyInit(&key,
+				Anum_pg_class_oid,
+				BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(pg_class, ClassOidIndexId, true,
+							  GetNonHistoricCatalogSnapshot(RelationRelationId),
+							  1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tuple);
+
+		exists = form->relnamespace == nspid &&
+			strcmp(NameStr(form->relname), relname) == 0 &&
+			(!OidIsValid(relfilenode) || form->relfilenode == relfilenode);
+	}
+	systable_endscan(scan);
+	table_close(pg_class, AccessShareLock);
+
+	return exists;
+}
+
+/*
+ * Append to ids the mapping_id of every kafgres.mapping row for
+ * source_relid.  Read with the systable scan API, as the logical decoding
+ * documentation requires for user catalog tables; the snapshot is the
+ * historic one logical decoding has set up.
+ */
+static void
+collect_mapping_ids(KafgresDecodingData *data, Relation mapping,
+					Oid source_relid, int64 **ids, int *nids, int *capacity)
+{
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
 
 	ScanKeyInit(&key,
 				data->mapping_attnum,
 				BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
+				ObjectIdGetDatum(source_relid));
 
 	scan = systable_beginscan(mapping, data->mapping_index,
-							  OidIsValid(data->mapping_index),
+							  OidIsValid(data->mapping_index) &&
+							  data->storage_index_usable,
 							  NULL, 1, &key);
-	exists = HeapTupleIsValid(systable_getnext(scan));
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		bool		isnull;
+		Datum		id = heap_getattr(tuple, data->mapping_id_attnum,
+									  RelationGetDescr(mapping), &isnull);
+
+		/* the primary key: never NULL */
+		if (isnull)
+			continue;
+		if (*nids == *capacity)
+		{
+			*capacity = *capacity == 0 ? 4 : *capacity * 2;
+			*ids = *ids == NULL ?
+				palloc(sizeof(int64) * *capacity) :
+				repalloc(*ids, sizeof(int64) * *capacity);
+		}
+		(*ids)[(*nids)++] = DatumGetInt64(id);
+	}
 	systable_endscan(scan);
+}
 
-	table_close(mapping, AccessShareLock);
+static int
+compare_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
 
-	return exists;
+	return (x > y) - (x < y);
+}
+
+/*
+ * The ids of the mappings a change matched: uint16 count, then each as
+ * int64, ascending.
+ */
+static void
+send_mapping_ids(StringInfo out, RelMappingsEntry *entry, XLogRecPtr lsn)
+{
+	int			i;
+
+	if (entry->nmappings > PG_UINT16_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("change at %X/%X matches too many kafgres mappings to decode",
+						LSN_FORMAT_ARGS(lsn)),
+				 errdetail("%d mappings match it; a kafgres frame can list at most %d.",
+						   entry->nmappings, PG_UINT16_MAX),
+				 errhint("Remove mappings of the table or of the partitioned tables above it.")));
+
+	pq_sendint16(out, (uint16) entry->nmappings);
+	for (i = 0; i < entry->nmappings; i++)
+		pq_sendint64(out, entry->mapping_ids[i]);
 }
 
 /*

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafgres/kafgres/decoder"
@@ -16,12 +17,12 @@ type DeadLetters interface {
 	DeadLetter(ctx context.Context, dl DeadLetter) error
 }
 
-// DeadLetter is one record that was not appended.
+// DeadLetter is one record (or unreadable message) that was not appended.
 type DeadLetter struct {
-	LSN    decoder.LSN // the message or change the record came from
-	Xid    uint32      // its transaction
-	Error  string      // why it was not appended
-	Record DeadRecord
+	LSN   decoder.LSN // the message or change the record came from
+	Xid   uint32      // its transaction
+	Error string      // why it was not appended
+	Row   any         // kept as new_row: a DeadRecord or an UnreadableRow
 }
 
 // DeadRecord is a record as kafgres.dead_letter keeps it (new_row): bytes
@@ -43,8 +44,19 @@ type DeadHeader struct {
 	Value []byte `json:"value"`
 }
 
-// deadRecord keeps the partition asked for (-1: the broker chooses), not
-// the one chosen, which for a NULL key differs from one replay to the next.
+// UnreadableRow is a message that did not parse, as kafgres.dead_letter
+// keeps it: its content in base64 and its position among its
+// transaction's records, from 1.
+type UnreadableRow struct {
+	Content []byte `json:"content"`
+	Index   int    `json:"index"`
+}
+
+func unreadableRow(u *decoder.Unreadable, index int) UnreadableRow {
+	return UnreadableRow{Content: u.Content, Index: index}
+}
+
+// deadRecord keeps the partition asked for (-1: the broker chooses).
 func deadRecord(rec record, index int) DeadRecord {
 	d := DeadRecord{Topic: rec.topic, Partition: rec.partition, Key: rec.key, Value: rec.value, Headers: []DeadHeader{}, Index: index}
 	for _, h := range rec.headers {
@@ -73,7 +85,7 @@ SELECT NULL, NULL, $1::text::pg_catalog.pg_lsn, $2, NULL, $3, $4::text::pg_catal
 
 // DeadLetter inserts dl and returns once it is committed.
 func (d PGDeadLetters) DeadLetter(ctx context.Context, dl DeadLetter) error {
-	row, err := json.Marshal(dl.Record)
+	row, err := json.Marshal(dl.Row)
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
 	}
@@ -81,4 +93,50 @@ func (d PGDeadLetters) DeadLetter(ctx context.Context, dl DeadLetter) error {
 		return fmt.Errorf("insert into kafgres.dead_letter: %w", err)
 	}
 	return nil
+}
+
+// PGEpochs keeps partition epochs in kafgres.partition_epoch.
+type PGEpochs struct {
+	Pool *pgxpool.Pool
+}
+
+const (
+	loadEpochsSQL = `
+SELECT e.from_lsn::pg_catalog.text, e.partitions
+  FROM kafgres.partition_epoch AS e
+ WHERE e.topic_id OPERATOR(pg_catalog.=) $1
+ ORDER BY e.from_lsn`
+	// One statement: the later epochs go and e is written, or neither.
+	saveEpochSQL = `
+WITH later AS (
+    DELETE FROM kafgres.partition_epoch AS e
+     WHERE e.topic_id OPERATOR(pg_catalog.=) $1
+       AND e.from_lsn OPERATOR(pg_catalog.>) $2::text::pg_catalog.pg_lsn)
+INSERT INTO kafgres.partition_epoch AS e (topic_id, from_lsn, partitions)
+VALUES ($1, $2::text::pg_catalog.pg_lsn, $3)
+ON CONFLICT (topic_id, from_lsn) DO UPDATE SET partitions = excluded.partitions`
+)
+
+func (e PGEpochs) Load(ctx context.Context, topicID int64) ([]Epoch, error) {
+	rows, err := e.Pool.Query(ctx, loadEpochsSQL, topicID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Epoch, error) {
+		var (
+			from string
+			ep   Epoch
+		)
+		if err := row.Scan(&from, &ep.Partitions); err != nil {
+			return ep, err
+		}
+		lsn, err := decoder.ParseLSN(from)
+		ep.From = uint64(lsn)
+		return ep, err
+	})
+}
+
+func (e PGEpochs) Save(ctx context.Context, topicID int64, ep Epoch) error {
+	_, err := e.Pool.Exec(ctx, saveEpochSQL, topicID, decoder.LSN(ep.From).String(), ep.Partitions)
+	return err
 }

@@ -1,5 +1,5 @@
 // Package producer is the one bridge from the replication stream to the
-// broker's log: it turns kafgres_produce messages and rendered CDC changes
+// broker's log: it turns kafgres_produce records and rendered CDC changes
 // into record batches and appends them exactly once.
 //
 // Exactly once: every batch carries the end LSN of the last transaction in
@@ -8,15 +8,15 @@
 // whose applied source position is already at or past its end LSN, so a
 // replay after any crash appends nothing twice; and the slot is
 // acknowledged only once the appended batches are durable, so nothing is
-// lost either.
+// lost either. That skip is per partition, so a replay must place every
+// record where the first attempt did: placement depends only on what the
+// WAL says (placement.go).
 package producer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
@@ -26,9 +26,10 @@ import (
 
 // Log is the broker's log as the producer needs it.
 type Log interface {
-	// Partitions is topic's partition count, creating the topic first when
-	// auto-creation allows; an error if it does not exist.
-	Partitions(ctx context.Context, topic string) (int32, error)
+	// Topic looks a topic up by name, creating it first when
+	// auto-creation allows; ok is false when it does not exist and was
+	// not created.
+	Topic(ctx context.Context, name string) (t TopicInfo, ok bool, err error)
 	// MaxMessageBytes is the topic's max.message.bytes: the largest record
 	// batch it stores.
 	MaxMessageBytes(topic string) (int32, error)
@@ -42,17 +43,23 @@ type Log interface {
 	Delivered(lsn uint64)
 }
 
+// TopicInfo is what placement needs of a topic: its identity (a topic
+// dropped and created again is another topic) and partition count now.
+type TopicInfo struct {
+	ID         int64
+	Partitions int32
+}
+
 // Source is the replication stream; *decoder.Decoder is one.
 type Source interface {
-	Run(ctx context.Context, out chan<- any) error
+	Run(ctx context.Context, out chan<- decoder.Event) error
 	Ack(lsn decoder.LSN)
 }
 
-// Renderer renders CDC changes; *mappings.Renderer is one. For each
-// transaction it returns one entry per item: the records a change renders
-// to (nil for other items).
+// Renderer renders CDC changes and snapshot rows; *mappings.Renderer is
+// one.
 type Renderer interface {
-	Render(ctx context.Context, txns []*decoder.Transaction) ([][][]mappings.Record, error)
+	Render(ctx context.Context, txns []*decoder.Transaction) (mappings.Rendered, error)
 }
 
 // Producer drains a Source into a Log.
@@ -61,12 +68,9 @@ type Producer struct {
 	log         Log
 	renderer    Renderer // nil: changes are ignored
 	deadLetters DeadLetters
+	placement   *placement
+	failpoint   Failpoint
 	logger      *slog.Logger
-
-	// sticky is the partition NULL-key records of a topic go to within one
-	// group of transactions, as Kafka's sticky partitioner keeps a batch on
-	// one partition.
-	sticky map[string]int32
 }
 
 const (
@@ -75,21 +79,22 @@ const (
 	eventBuffer   = 256
 )
 
-func New(source Source, log Log, renderer Renderer, deadLetters DeadLetters, logger *slog.Logger) *Producer {
-	return &Producer{source: source, log: log, renderer: renderer, deadLetters: deadLetters, logger: logger}
+func New(source Source, log Log, renderer Renderer, deadLetters DeadLetters, epochs Epochs, logger *slog.Logger) *Producer {
+	return &Producer{source: source, log: log, renderer: renderer, deadLetters: deadLetters,
+		placement: newPlacement(log, epochs), logger: logger}
 }
 
 // Run streams until ctx ends.
 func (p *Producer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events := make(chan any, eventBuffer)
+	events := make(chan decoder.Event, eventBuffer)
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- p.source.Run(ctx, events) }()
 
 	var acked uint64
 	for {
-		var first any
+		var first decoder.Event
 		select {
 		case <-ctx.Done():
 			return nil
@@ -100,7 +105,10 @@ func (p *Producer) Run(ctx context.Context) error {
 		txns, progress := gather(first, events)
 		if len(txns) > 0 {
 			if err := p.appendWithRetry(ctx, txns); err != nil {
-				return err
+				// Stopping: the group may not be durable, so it must not
+				// be acknowledged (the decoder reports the last
+				// acknowledgement on its way out).
+				return nil
 			}
 			acked = max(acked, uint64(txns[len(txns)-1].EndLSN))
 		}
@@ -115,12 +123,12 @@ func (p *Producer) Run(ctx context.Context) error {
 }
 
 // gather takes what is already queued, up to a group's worth.
-func gather(first any, events <-chan any) ([]*decoder.Transaction, uint64) {
+func gather(first decoder.Event, events <-chan decoder.Event) ([]*decoder.Transaction, uint64) {
 	var (
 		txns     []*decoder.Transaction
 		progress uint64
 	)
-	add := func(ev any) {
+	add := func(ev decoder.Event) {
 		switch e := ev.(type) {
 		case *decoder.Transaction:
 			txns = append(txns, e)
@@ -142,18 +150,23 @@ func gather(first any, events <-chan any) ([]*decoder.Transaction, uint64) {
 
 // appendWithRetry retries a group whose rendering or append failed for a
 // reason that may pass (Postgres restarting). Nothing was acknowledged, and
-// partitions that did get their batches skip them on the retry.
+// partitions that did get their batches skip them on the retry. It returns
+// an error only when ctx ends first, and then the group must not be
+// acknowledged.
 func (p *Producer) appendWithRetry(ctx context.Context, txns []*decoder.Transaction) error {
 	backoff := 100 * time.Millisecond
 	for {
 		err := p.appendGroup(ctx, txns)
-		if err == nil || ctx.Err() != nil {
+		if err == nil {
 			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		p.logger.Warn("append SQL-produced records; retrying", "err", err, "first_lsn", txns[0].EndLSN, "txns", len(txns))
 		select {
 		case <-ctx.Done():
-			return nil
+			return ctx.Err()
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
@@ -183,58 +196,73 @@ func (pd *pending) close() {
 	pd.open, pd.openTS, pd.size = nil, nil, 0
 }
 
+// item is one record-producing entry of a transaction: its position, the
+// records it became, and, for a message that does not parse, why.
+type item struct {
+	lsn        decoder.LSN
+	recs       []record
+	unreadable *decoder.Unreadable
+}
+
+// items lists what tx turns into, in WAL order.
+func items(tx *decoder.Transaction, rendered mappings.Rendered) []item {
+	var out []item
+	for _, it := range tx.Items {
+		switch it := it.(type) {
+		case *decoder.Produced:
+			out = append(out, item{lsn: it.LSN, recs: []record{producedRecord(it)}})
+		case *decoder.Change:
+			out = append(out, item{lsn: it.LSN, recs: renderedRecords(rendered[it])})
+		case *decoder.SnapshotRow:
+			out = append(out, item{lsn: it.LSN, recs: renderedRecords(rendered[it])})
+		case *decoder.Unreadable:
+			out = append(out, item{lsn: it.LSN, unreadable: it})
+		}
+	}
+	return out
+}
+
 func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction) error {
-	var rendered [][][]mappings.Record
+	var rendered mappings.Rendered
 	if p.renderer != nil {
 		var err error
 		if rendered, err = p.renderer.Render(ctx, txns); err != nil {
 			return fmt.Errorf("render changes: %w", err)
 		}
 	}
-	p.sticky = map[string]int32{}
+	pl := p.placement.group()
 	parts := map[topicPartition]*pending{}
 	var order []topicPartition // deterministic append order
-	for i, tx := range txns {
+	for _, tx := range txns {
 		byPart := map[topicPartition][]record{}
 		n := 0 // records of tx so far
-		for j, item := range tx.Items {
-			var (
-				recs []record
-				lsn  decoder.LSN
-			)
-			switch it := item.(type) {
-			case *decoder.Message:
-				lsn = it.LSN
-				// format 2: a snapshot row of a CDC mapping, rendered
-				// like a change (docs/producing.md)
-				if len(it.Content) > 0 && it.Content[0] == mappings.SnapshotVersion {
-					recs = renderedRecords(rendered, i, j)
-					break
-				}
-				rec, err := parseMessage(it.Content)
-				if err != nil {
-					p.logger.Error("skip kafgres message", "lsn", it.LSN, "err", err)
-					continue
-				}
-				recs = append(recs, rec)
-			case *decoder.Change:
-				lsn = it.LSN
-				recs = renderedRecords(rendered, i, j)
-			}
-			for _, rec := range recs {
+		for _, it := range items(tx, rendered) {
+			if it.unreadable != nil {
 				n++
-				tp, err := p.place(ctx, rec)
-				if err != nil {
-					p.logger.Warn("drop record", "topic", rec.topic, "lsn", tx.EndLSN, "err", err)
-					continue
+				if err := p.deadLetter(ctx, tx, it.lsn, it.unreadable.Err.Error(), unreadableRow(it.unreadable, n)); err != nil {
+					return err
 				}
-				fits, err := p.fits(ctx, tx, lsn, n, tp, rec)
+				continue
+			}
+			for _, rec := range it.recs {
+				n++
+				tp, why, err := pl.place(ctx, tx.EndLSN, rec)
 				if err != nil {
 					return err
 				}
-				if fits {
-					byPart[tp] = append(byPart[tp], rec)
+				if why == "" {
+					why, err = p.tooLarge(tp, rec)
+					if err != nil {
+						return err
+					}
 				}
+				if why != "" {
+					if err := p.deadLetter(ctx, tx, it.lsn, why, deadRecord(rec, n)); err != nil {
+						return err
+					}
+					continue
+				}
+				byPart[tp] = append(byPart[tp], rec)
 			}
 		}
 		ts := tx.CommitTime.UnixMilli()
@@ -269,6 +297,16 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 	}
 
 	var waits []<-chan struct{}
+	wait := func() error {
+		for _, ch := range waits {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
 	for _, tp := range order {
 		pd := parts[tp]
 		pd.close()
@@ -280,75 +318,56 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 			return fmt.Errorf("append to %s-%d: %w", tp.topic, tp.partition, err)
 		}
 		waits = append(waits, ch)
-	}
-	for _, ch := range waits {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
+		if p.failpoint.Appends > 0 {
+			if err := wait(); err != nil {
+				return err
+			}
+			p.appended()
 		}
+	}
+	return wait()
+}
+
+// tooLarge checks a record against its topic's max.message.bytes where it
+// is appended: kafgres_produce checks kafgres.max_message_bytes when it is
+// called, but the topic may take less, and CDC records are only sized
+// here. It says why a record does not fit, or "".
+func (p *Producer) tooLarge(tp topicPartition, rec record) (string, error) {
+	limit, err := p.log.MaxMessageBytes(tp.topic)
+	if err != nil {
+		return "", fmt.Errorf("max.message.bytes of %s: %w", tp.topic, err)
+	}
+	if size := batchSize(rec); size > int(limit) {
+		return fmt.Sprintf("record of %d bytes (as a record batch) is larger than max.message.bytes %d of topic %q; not appended", size, limit, tp.topic), nil
+	}
+	return "", nil
+}
+
+// deadLetter keeps a committed record (or message) that cannot be
+// appended in kafgres.dead_letter, so that it does not vanish; the records
+// after it flow on. An error from that fails the group, to be retried.
+func (p *Producer) deadLetter(ctx context.Context, tx *decoder.Transaction, lsn decoder.LSN, why string, row any) error {
+	p.logger.Error("record not appended; written to kafgres.dead_letter", "lsn", lsn, "xid", tx.Xid, "reason", why)
+	if err := p.deadLetters.DeadLetter(ctx, DeadLetter{LSN: lsn, Xid: tx.Xid, Error: why, Row: row}); err != nil {
+		return fmt.Errorf("dead-letter a record at %s: %w", lsn, err)
 	}
 	return nil
 }
 
-// fits checks a record against its topic's max.message.bytes where it is
-// appended: kafgres_produce checks kafgres.max_message_bytes when it is
-// called, but the topic may take less, and CDC records are only sized
-// here. A record that does not fit is not appended; so that it does not
-// vanish either, it goes to kafgres.dead_letter first (an error from that
-// fails the group, to be retried) and the records after it flow on.
-func (p *Producer) fits(ctx context.Context, tx *decoder.Transaction, lsn decoder.LSN, n int, tp topicPartition, rec record) (bool, error) {
-	limit, err := p.log.MaxMessageBytes(tp.topic)
-	if err != nil {
-		return false, fmt.Errorf("max.message.bytes of %s: %w", tp.topic, err)
+// producedRecord is a kafgres_produce record on its way into its topic.
+func producedRecord(it *decoder.Produced) record {
+	rec := record{topic: it.Topic, partition: it.Partition, key: it.Key, value: it.Value}
+	for _, h := range it.Headers {
+		rec.headers = append(rec.headers, kmsgHeader(h))
 	}
-	size := batchSize(rec)
-	if size <= int(limit) {
-		return true, nil
-	}
-	reason := fmt.Sprintf("record of %d bytes (as a record batch) is larger than max.message.bytes %d of topic %q; not appended", size, limit, tp.topic)
-	p.logger.Error("record too large for its topic; written to kafgres.dead_letter", "topic", tp.topic, "lsn", lsn, "xid", tx.Xid, "bytes", size, "max_message_bytes", limit)
-	if err := p.deadLetters.DeadLetter(ctx, DeadLetter{LSN: lsn, Xid: tx.Xid, Error: reason, Record: deadRecord(rec, n)}); err != nil {
-		return false, fmt.Errorf("dead-letter a record of %s at %s: %w", tp.topic, lsn, err)
-	}
-	return false, nil
+	return rec
 }
 
-// renderedRecords are the records item j of transaction i rendered to.
-func renderedRecords(rendered [][][]mappings.Record, i, j int) []record {
-	if rendered == nil {
-		return nil
-	}
-	var recs []record
-	for _, r := range rendered[i][j] {
+// renderedRecords are the records a change or snapshot row rendered to.
+func renderedRecords(rs []mappings.Record) []record {
+	recs := make([]record, 0, len(rs))
+	for _, r := range rs {
 		recs = append(recs, record{topic: r.Topic, partition: -1, key: r.Key, value: r.Value})
 	}
 	return recs
-}
-
-var errPartition = errors.New("partition out of range")
-
-// place resolves a record's partition: explicit, murmur2 of the key as Kafka
-// clients compute it, or sticky for a NULL key.
-func (p *Producer) place(ctx context.Context, rec record) (topicPartition, error) {
-	n, err := p.log.Partitions(ctx, rec.topic)
-	if err != nil {
-		return topicPartition{}, err
-	}
-	tp := topicPartition{topic: rec.topic, partition: rec.partition}
-	switch {
-	case rec.partition >= n:
-		return tp, fmt.Errorf("%w: %d of %d", errPartition, rec.partition, n)
-	case rec.partition >= 0:
-	case rec.key != nil:
-		tp.partition = keyPartition(rec.key, n)
-	default:
-		s, ok := p.sticky[rec.topic]
-		if !ok || s >= n {
-			s = rand.Int32N(n)
-			p.sticky[rec.topic] = s
-		}
-		tp.partition = s
-	}
-	return tp, nil
 }

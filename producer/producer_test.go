@@ -3,6 +3,8 @@ package producer
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -17,7 +19,7 @@ import (
 // fakeLog records appends; it is not a mock of Postgres or Kafka, just the
 // producer's view of the broker.
 type fakeLog struct {
-	partitions map[string]int32
+	partitions map[string]int32  // absent: no such topic
 	maxBytes   map[string]int32  // absent: Kafka's default
 	applied    map[string]uint64 // "topic/partition" -> source
 	appended   map[string][]segment.SourcedBatch
@@ -26,8 +28,9 @@ type fakeLog struct {
 
 func key(topic string, p int32) string { return topic + "/" + string(rune('0'+p)) }
 
-func (f *fakeLog) Partitions(_ context.Context, topic string) (int32, error) {
-	return f.partitions[topic], nil
+func (f *fakeLog) Topic(_ context.Context, topic string) (TopicInfo, bool, error) {
+	n, ok := f.partitions[topic]
+	return TopicInfo{ID: int64(len(topic)), Partitions: n}, ok, nil
 }
 func (f *fakeLog) MaxMessageBytes(topic string) (int32, error) {
 	if m, ok := f.maxBytes[topic]; ok {
@@ -54,29 +57,39 @@ func (d *deadLetters) DeadLetter(_ context.Context, dl DeadLetter) error {
 	return nil
 }
 
-// message encodes kafgres_produce content (docs/producing.md).
-func message(topic string, partition int32, value string) []byte {
-	b := []byte{1}
-	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
-	b = append(b, topic...)
-	b = binary.BigEndian.AppendUint32(b, uint32(partition))
-	b = binary.BigEndian.AppendUint32(b, 0xffffffff) // NULL key
-	b = binary.BigEndian.AppendUint32(b, uint32(len(value)))
-	b = append(b, value...)
-	return binary.BigEndian.AppendUint16(b, 0)
+// memEpochs keeps epochs in memory.
+type memEpochs struct{ byTopic map[int64][]Epoch }
+
+func (m *memEpochs) Load(_ context.Context, id int64) ([]Epoch, error) {
+	return append([]Epoch(nil), m.byTopic[id]...), nil
+}
+func (m *memEpochs) Save(_ context.Context, id int64, e Epoch) error {
+	var keep []Epoch
+	for _, x := range m.byTopic[id] {
+		if x.From < e.From {
+			keep = append(keep, x)
+		}
+	}
+	m.byTopic[id] = append(keep, e)
+	return nil
 }
 
+func newProducer(log Log, dl DeadLetters) *Producer {
+	return New(nil, log, nil, dl, &memEpochs{byTopic: map[int64][]Epoch{}}, slog.Default())
+}
+
+// txn is a transaction of kafgres_produce records to partition 0 of t.
 func txn(end uint64, values ...string) *decoder.Transaction {
 	tx := &decoder.Transaction{EndLSN: decoder.LSN(end), CommitTime: time.UnixMilli(1_700_000_000_000)}
 	for _, v := range values {
-		tx.Items = append(tx.Items, &decoder.Message{Content: message("t", 0, v)})
+		tx.Items = append(tx.Items, &decoder.Produced{Topic: "t", Partition: 0, Value: []byte(v)})
 	}
 	return tx
 }
 
 func TestAppendGroupSkipsAppliedAndKeepsOrder(t *testing.T) {
 	log := &fakeLog{partitions: map[string]int32{"t": 1}, applied: map[string]uint64{key("t", 0): 200}, appended: map[string][]segment.SourcedBatch{}}
-	p := New(nil, log, nil, &deadLetters{}, slog.Default())
+	p := newProducer(log, &deadLetters{})
 	txns := []*decoder.Transaction{txn(100, "old"), txn(200, "old2"), txn(300, "a", "b"), txn(400, "c")}
 	if err := p.appendGroup(context.Background(), txns); err != nil {
 		t.Fatal(err)
@@ -96,7 +109,7 @@ func TestAppendGroupSkipsAppliedAndKeepsOrder(t *testing.T) {
 
 func TestAppendGroupSplitsOnlyBetweenTransactions(t *testing.T) {
 	log := &fakeLog{partitions: map[string]int32{"t": 1}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}
-	p := New(nil, log, nil, &deadLetters{}, slog.Default())
+	p := newProducer(log, &deadLetters{})
 	big := strings.Repeat("x", 600<<10)
 	txns := []*decoder.Transaction{txn(10, big), txn(20, big), txn(30, "small")}
 	if err := p.appendGroup(context.Background(), txns); err != nil {
@@ -122,12 +135,12 @@ func sources(bs []segment.SourcedBatch) []uint64 {
 func TestAppendGroupDeadLettersOversizedRecords(t *testing.T) {
 	log := &fakeLog{partitions: map[string]int32{"t": 1}, maxBytes: map[string]int32{"t": 2000}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}
 	dl := &deadLetters{}
-	p := New(nil, log, nil, dl, slog.Default())
+	p := newProducer(log, dl)
 	big := strings.Repeat("x", 2000)
 	tx := txn(10, "before", big, "after")
 	tx.Xid = 7
 	for i, it := range tx.Items {
-		it.(*decoder.Message).LSN = decoder.LSN(100 + i)
+		it.(*decoder.Produced).LSN = decoder.LSN(100 + i)
 	}
 	if err := p.appendGroup(context.Background(), []*decoder.Transaction{tx, txn(20, "next")}); err != nil {
 		t.Fatal(err)
@@ -144,8 +157,9 @@ func TestAppendGroupDeadLettersOversizedRecords(t *testing.T) {
 		t.Fatalf("%d dead letters, want 1", len(dl.got))
 	}
 	d := dl.got[0]
-	if d.LSN != 101 || d.Xid != 7 || d.Record.Index != 2 || d.Record.Topic != "t" || d.Record.Partition != 0 ||
-		string(d.Record.Value) != big || d.Record.Key != nil ||
+	rec, _ := d.Row.(DeadRecord)
+	if d.LSN != 101 || d.Xid != 7 || rec.Index != 2 || rec.Topic != "t" || rec.Partition != 0 ||
+		string(rec.Value) != big || rec.Key != nil ||
 		!strings.Contains(d.Error, "max.message.bytes 2000") || !strings.Contains(d.Error, `"t"`) {
 		t.Fatalf("dead letter %+v", d)
 	}
@@ -166,16 +180,197 @@ func TestBatchSize(t *testing.T) {
 	}
 }
 
-// TestParseMessageRefusesSignedEnvelope: the output plugin strips the
-// signed envelope (format 3, outputplugin/auth.h) before anything reaches
-// the broker; one that got here anyway is an error, not a record.
-func TestParseMessageRefusesSignedEnvelope(t *testing.T) {
-	env := append([]byte{3}, make([]byte, 32)...)
-	env = append(env, message("t", 0, "v")...)
-	if _, err := parseMessage(env); err == nil {
-		t.Fatal("a signed envelope parsed as a record")
+// values are the record values of batches, in order.
+func values(t *testing.T, bs []segment.SourcedBatch) []string {
+	t.Helper()
+	var out []string
+	for _, sb := range bs {
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(sb.Batch); err != nil {
+			t.Fatal(err)
+		}
+		rest := b.Records
+		for i := int32(0); i < b.NumRecords; i++ {
+			n, used := binary.Varint(rest)
+			var r kmsg.Record
+			if err := r.ReadFrom(rest[:used+int(n)]); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(r.Value))
+			rest = rest[used+int(n):]
+		}
 	}
-	if rec, err := parseMessage(message("t", 0, "v")); err != nil || string(rec.value) != "v" {
-		t.Fatalf("payload: %+v %v", rec, err)
+	return out
+}
+
+// crashingLog is a fakeLog whose appends fail after a budget, as if the
+// broker died between appending some partitions and acknowledging.
+type crashingLog struct {
+	*fakeLog
+	budget int // appends that succeed; -1: all
+}
+
+func (c *crashingLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch) (<-chan struct{}, error) {
+	if c.budget == 0 {
+		return nil, errors.New("crash")
+	}
+	c.budget--
+	for _, sb := range b {
+		c.applied[key(topic, p)] = max(c.applied[key(topic, p)], sb.Source)
+	}
+	return c.fakeLog.AppendSourced(topic, p, b)
+}
+
+// TestPlacementSurvivesReplay: records with and without a key, spread over
+// the partitions, appended partly before a "crash", then replayed after
+// partitions were added, end up in the topic exactly once each; and a
+// replay of a complete group appends nothing.
+func TestPlacementSurvivesReplay(t *testing.T) {
+	for budget := 0; budget <= 6; budget++ {
+		log := &crashingLog{fakeLog: &fakeLog{partitions: map[string]int32{"t": 4}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}, budget: budget}
+		p := newProducer(log, &deadLetters{})
+		var txns []*decoder.Transaction
+		want := map[string]bool{}
+		for i := 0; i < 12; i++ {
+			tx := &decoder.Transaction{EndLSN: decoder.LSN(1000 + 100*i), CommitTime: time.UnixMilli(1)}
+			for j := 0; j < 3; j++ {
+				v := fmt.Sprintf("%d-%d", i, j)
+				var k []byte
+				if j == 1 {
+					k = []byte("key" + v)
+				}
+				tx.Items = append(tx.Items, &decoder.Produced{Topic: "t", Partition: -1, Key: k, Value: []byte(v)})
+				want[v] = true
+			}
+			txns = append(txns, tx)
+		}
+		first := p.appendGroup(context.Background(), txns)
+		if budget < 4 && first == nil {
+			t.Fatalf("budget %d: no crash", budget)
+		}
+		log.partitions["t"] = 7 // CreatePartitions between the crash and the replay
+		log.budget = -1
+		replay := newProducer(log, &deadLetters{}) // a new broker process
+		replay.placement.epochs = p.placement.epochs
+		for range 2 {
+			if err := replay.appendGroup(context.Background(), txns); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := map[string]int{}
+		for part := int32(0); part < 7; part++ {
+			for _, v := range values(t, log.appended[key("t", part)]) {
+				got[v]++
+			}
+		}
+		for v := range want {
+			if got[v] != 1 {
+				t.Errorf("budget %d: record %s appended %d times", budget, v, got[v])
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("budget %d: %d distinct records, want %d", budget, len(got), len(want))
+		}
+	}
+}
+
+// TestNullKeyPlacementSpreads: NULL-key transactions use every partition,
+// and one transaction's records stay together.
+func TestNullKeyPlacementSpreads(t *testing.T) {
+	used := map[int32]bool{}
+	for lsn := decoder.LSN(0x1000); lsn < 0x1000+64*0x58; lsn += 0x58 {
+		used[nullKeyPartition(lsn, 4)] = true
+		if nullKeyPartition(lsn, 4) != nullKeyPartition(lsn, 4) {
+			t.Fatal("not a function of the LSN")
+		}
+	}
+	if len(used) != 4 {
+		t.Fatalf("64 transactions used partitions %v of 4", used)
+	}
+}
+
+// TestAppendGroupDeadLettersWhatCannotBeAppended: a record for a topic
+// that does not exist, for a partition the topic does not have, and a
+// message that does not parse are kept as dead letters with the reason;
+// the records around them are appended.
+func TestAppendGroupDeadLettersWhatCannotBeAppended(t *testing.T) {
+	log := &fakeLog{partitions: map[string]int32{"t": 2}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}
+	dl := &deadLetters{}
+	p := newProducer(log, dl)
+	tx := &decoder.Transaction{Xid: 9, EndLSN: 500, CommitTime: time.UnixMilli(1), Items: []decoder.Item{
+		&decoder.Produced{LSN: 401, Topic: "t", Partition: 0, Value: []byte("a")},
+		&decoder.Produced{LSN: 402, Topic: "gone", Partition: -1, Value: []byte("b")},
+		&decoder.Produced{LSN: 403, Topic: "t", Partition: 5, Value: []byte("c")},
+		&decoder.Unreadable{LSN: 404, Content: []byte{9, 9}, Err: errors.New("malformed kafgres message: unknown format 9")},
+		&decoder.Produced{LSN: 405, Topic: "t", Partition: 0, Value: []byte("d")},
+	}}
+	if err := p.appendGroup(context.Background(), []*decoder.Transaction{tx}); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, log.appended[key("t", 0)]); fmt.Sprint(got) != "[a d]" {
+		t.Fatalf("appended %v, want [a d]", got)
+	}
+	want := []struct {
+		lsn decoder.LSN
+		why string
+	}{{402, `topic "gone" does not exist`}, {403, `partition 5 of topic "t" does not exist (it has 2)`}, {404, "unknown format 9"}}
+	if len(dl.got) != len(want) {
+		t.Fatalf("%d dead letters, want %d: %+v", len(dl.got), len(want), dl.got)
+	}
+	for i, w := range want {
+		d := dl.got[i]
+		if d.LSN != w.lsn || d.Xid != 9 || !strings.Contains(d.Error, w.why) {
+			t.Errorf("dead letter %d: %+v, want lsn %s and %q", i, d, w.lsn, w.why)
+		}
+	}
+	if u, ok := dl.got[2].Row.(UnreadableRow); !ok || string(u.Content) != "\x09\x09" || u.Index != 4 {
+		t.Errorf("unreadable message kept as %+v", dl.got[2].Row)
+	}
+}
+
+// stuckLog never makes an append durable.
+type stuckLog struct{ *fakeLog }
+
+func (stuckLog) AppendSourced(string, int32, []segment.SourcedBatch) (<-chan struct{}, error) {
+	return make(chan struct{}), nil
+}
+
+// oneShot is a Source that delivers its events, then waits for ctx.
+type oneShot struct {
+	events []decoder.Event
+	acked  chan decoder.LSN
+}
+
+func (o *oneShot) Run(ctx context.Context, out chan<- decoder.Event) error {
+	for _, ev := range o.events {
+		out <- ev
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (o *oneShot) Ack(lsn decoder.LSN) { o.acked <- lsn }
+
+// TestStopDoesNotAcknowledgeWhatIsNotDurable: when the broker stops while
+// a group's appends are not yet durable, the group is not acknowledged
+// (nor published as delivered): the slot must replay it.
+func TestStopDoesNotAcknowledgeWhatIsNotDurable(t *testing.T) {
+	log := stuckLog{&fakeLog{partitions: map[string]int32{"t": 1}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}}
+	src := &oneShot{events: []decoder.Event{txn(100, "v")}, acked: make(chan decoder.LSN, 10)}
+	p := New(src, log, nil, &deadLetters{}, &memEpochs{byTopic: map[int64][]Epoch{}}, slog.Default())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	time.Sleep(100 * time.Millisecond) // the group is appended, not durable
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case lsn := <-src.acked:
+		t.Fatalf("acknowledged %s, which never became durable", lsn)
+	default:
+	}
+	if log.delivered != 0 {
+		t.Fatalf("published %d as delivered", log.delivered)
 	}
 }

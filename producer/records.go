@@ -2,11 +2,11 @@ package producer
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"hash/crc32"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/decoder"
 )
 
 // record is one record on its way into a topic.
@@ -18,83 +18,8 @@ type record struct {
 	headers   []kmsg.Header
 }
 
-var errMessage = errors.New("malformed kafgres message")
-
-// parseMessage decodes the content kafgres_produce writes (docs/producing.md,
-// "Message format").
-func parseMessage(b []byte) (record, error) {
-	r := reader{b: b}
-	if v := r.u8(); v != 1 {
-		return record{}, fmt.Errorf("%w: version %d", errMessage, v)
-	}
-	rec := record{topic: string(r.str16())}
-	rec.partition = int32(r.u32())
-	rec.key = r.bytes32()
-	rec.value = r.bytes32()
-	n := int(r.u16())
-	for i := 0; i < n && r.err == nil; i++ {
-		k := string(r.str16())
-		rec.headers = append(rec.headers, kmsg.Header{Key: k, Value: r.bytes32()})
-	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%w: %d trailing bytes", errMessage, len(r.b))
-	}
-	return rec, r.err
-}
-
-// reader consumes big-endian fields, remembering the first shortfall.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) take(n int) []byte {
-	if r.err != nil {
-		return nil
-	}
-	if n < 0 || len(r.b) < n {
-		r.err = fmt.Errorf("%w: truncated", errMessage)
-		return nil
-	}
-	out := r.b[:n:n]
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *reader) u8() uint8 {
-	if b := r.take(1); b != nil {
-		return b[0]
-	}
-	return 0
-}
-
-func (r *reader) u16() uint16 {
-	if b := r.take(2); b != nil {
-		return binary.BigEndian.Uint16(b)
-	}
-	return 0
-}
-
-func (r *reader) u32() uint32 {
-	if b := r.take(4); b != nil {
-		return binary.BigEndian.Uint32(b)
-	}
-	return 0
-}
-
-func (r *reader) str16() []byte { return r.take(int(r.u16())) }
-
-// bytes32 reads an int32 length (-1 = NULL) and that many bytes.
-func (r *reader) bytes32() []byte {
-	n := int32(r.u32())
-	if r.err != nil || n == -1 {
-		return nil
-	}
-	if b := r.take(int(n)); b != nil {
-		return b
-	}
-	return nil
-}
+// kmsgHeader is a decoded header as a record header.
+func kmsgHeader(h decoder.Header) kmsg.Header { return kmsg.Header{Key: h.Key, Value: h.Value} }
 
 // recordBatchOverhead is the v2 batch header, base offset through record
 // count.

@@ -135,7 +135,12 @@ func run() error {
 			return
 		}
 		defer renderer.Close()
-		p := producer.New(dec, b, renderer, producer.PGDeadLetters{Pool: pool}, log.With("component", "producer"))
+		p := producer.New(dec, b, renderer, producer.PGDeadLetters{Pool: pool}, producer.PGEpochs{Pool: pool}, log.With("component", "producer"))
+		if n, err := producer.ReadFailpoint(cfg.DataDir); err != nil {
+			log.Error("failpoint", "err", err)
+		} else if n > 0 {
+			p.SetFailpoint(producer.Failpoint{Appends: n, Crash: func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }})
+		}
 		if err := p.Run(pctx); err != nil {
 			log.Error("SQL produce stopped", "err", err)
 		}

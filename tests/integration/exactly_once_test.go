@@ -96,7 +96,15 @@ func TestExactlyOnceThroughCrashes(t *testing.T) {
 	for len(seen) < len(want) {
 		fs := cl.PollFetches(cctx)
 		if cctx.Err() != nil {
-			t.Fatalf("consumed %d of %d records", len(seen), len(want))
+			var missing []string
+			for v := range want {
+				if !seen[v] && len(missing) < 10 {
+					missing = append(missing, v)
+				}
+			}
+			var dead int
+			conn.QueryRow(ctx, `SELECT count(*) FROM kafgres.dead_letter`).Scan(&dead)
+			t.Fatalf("consumed %d of %d records; missing %v; %d dead letters\n%s", len(seen), len(want), missing, dead, c.LogTail())
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			v := string(r.Value)

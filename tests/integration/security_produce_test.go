@@ -324,17 +324,7 @@ func TestSecuritySnapshotRows(t *testing.T) {
 	// alice, the owner, may hand-write one too; it is rejected all the same
 	emitAs(t, alice, true, forged)
 
-	tx, err := alice.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := tx.QueryRow(context.Background(), `SELECT kafgres_snapshot_mapping('items')`).Scan(&n); err != nil || n != 2 {
-		t.Fatalf("alice snapshots her mapping: %d %v", n, err)
-	}
-	if err := tx.Commit(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	snapshotMapping(t, alice, "items", 2)
 	waitDelivered(t, conn)
 	wantConsumed(t, consumed(t, c.Addr, "items", 2), "1 -> one", "2 -> two")
 	if got := rejectedMessages(t, conn); got != 2 {
