@@ -76,6 +76,25 @@ func TestRemoveMarkedDir(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// a crash while CreateDir wrote the marker leaves only its temporary file
+	halfMade := filepath.Join(root, "half-0.kafgres-new")
+	if err := os.Mkdir(halfMade, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(halfMade, markerTemp), []byte("m"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveMarkedDir(halfMade); err != nil {
+		t.Fatalf("directory holding only the marker's temporary file: %v", err)
+	}
+	// but the temporary file does not make other files ours
+	if err := os.WriteFile(filepath.Join(foreign, markerTemp), []byte("m"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveMarkedDir(foreign); !errors.Is(err, ErrNotMarked) {
+		t.Fatalf("unmarked directory with a marker temporary file: %v", err)
+	}
+
 	ours := filepath.Join(root, "ours-0")
 	if err := CreateDir(ours, []byte("m"), false); err != nil {
 		t.Fatal(err)
@@ -85,7 +104,7 @@ func TestRemoveMarkedDir(t *testing.T) {
 	if err := RemoveMarkedDir(ours); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{empty, ours} {
+	for _, d := range []string{empty, halfMade, ours} {
 		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("%s still there: %v", d, err)
 		}

@@ -60,7 +60,7 @@ func writePartitionMetadata(dir, topicID string, fsync bool) error {
 // the new file is durable when it returns. Recovery removes a left-over
 // temporary file.
 func writeFileAtomic(dir, name string, data []byte, fsync bool) error {
-	tmp := filepath.Join(dir, name+".tmp")
+	tmp := filepath.Join(dir, name+tempSuffix)
 	path := filepath.Join(dir, name)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -160,22 +160,27 @@ func WriteMarker(dir string, marker []byte, fsync bool) error {
 	return nil
 }
 
-// RemoveMarkedDir deletes dir and everything in it if dir is empty or
-// holds a MarkerFile; otherwise it deletes nothing and fails. The marker is
-// removed last, so a crash in the middle leaves a directory that is still
-// recognisably kafgres's and is removed again next time.
+// RemoveMarkedDir deletes dir and everything in it if dir is empty, holds
+// a MarkerFile, or holds nothing but the marker's temporary file (a crash
+// while CreateDir wrote the marker); otherwise it deletes nothing and
+// fails. The marker is removed last, so a crash in the middle leaves a
+// directory that is still recognisably kafgres's and is removed again next
+// time.
 func RemoveMarkedDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
-	marked := false
+	marked, markerOnly := false, true
 	for _, e := range entries {
-		if e.Name() == MarkerFile && e.Type().IsRegular() {
+		switch {
+		case e.Name() == MarkerFile && e.Type().IsRegular():
 			marked = true
+		case e.Name() != markerTemp || !e.Type().IsRegular():
+			markerOnly = false
 		}
 	}
-	if len(entries) > 0 && !marked {
+	if !marked && !markerOnly {
 		return fmt.Errorf("remove %s: %w", dir, ErrNotMarked)
 	}
 	for _, e := range entries {
@@ -194,6 +199,13 @@ func RemoveMarkedDir(dir string) error {
 	}
 	return nil
 }
+
+// tempSuffix names the file writeFileAtomic writes before renaming it;
+// markerTemp is the marker's.
+const (
+	tempSuffix = ".tmp"
+	markerTemp = MarkerFile + tempSuffix
+)
 
 // ErrNotMarked: a directory has files but no MarkerFile, so kafgres did
 // not create it (or did so before markers existed) and must not delete it.
