@@ -23,7 +23,11 @@ type mirror struct {
 	mu        sync.Mutex
 	dirty     map[*partition]struct{}
 	lsn       uint64 // highest delivered source LSN
+	records   bool   // lsn advanced with records appended since the last write
 	lsnMirror uint64 // what kafgres.delivery holds
+
+	// when each kind was last written (flush's goroutine only)
+	lastDelivery, lastOffsets time.Time
 
 	conn *pgx.Conn // dedicated, so its session keeps synchronous_commit=off
 }
@@ -38,13 +42,28 @@ FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::int[]), p
 WHERE p.topic_id OPERATOR(pg_catalog.=) u.topic_id AND p.partition OPERATOR(pg_catalog.=) u.part
   AND (p.high_watermark OPERATOR(pg_catalog.<>) u.hw OR p.log_start_offset OPERATOR(pg_catalog.<>) u.ls)`
 
+// Every mirror write is a transaction the walsender decodes (and, for
+// kafgres.delivery, one that moves the WAL the next keepalive reports, which
+// would be mirrored again). While changes keep coming, each kind is
+// therefore written at most once per gap: at once after a quiet spell, so a
+// lone transaction is visible within one interval, and then no more often
+// than the gap. A delivery position moved only by keepalives (no records)
+// waits longer.
+const (
+	mirrorGap         = 50 * time.Millisecond
+	mirrorProgressGap = 100 * time.Millisecond
+)
+
 func newMirror(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger) *mirror {
 	return &mirror{pool: pool, interval: interval, log: log, dirty: map[*partition]struct{}{}}
 }
 
-func (m *mirror) delivered(lsn uint64) {
+func (m *mirror) delivered(lsn uint64, records bool) {
 	m.mu.Lock()
-	m.lsn = max(m.lsn, lsn)
+	if lsn > m.lsn {
+		m.lsn = lsn
+		m.records = m.records || records
+	}
 	m.mu.Unlock()
 }
 
@@ -67,16 +86,33 @@ func (m *mirror) run(ctx context.Context) {
 	}
 }
 
-// flush writes every pending change; on failure the changes stay pending.
+// flush writes the pending changes whose gap has passed; on failure the
+// changes stay pending.
 func (m *mirror) flush(ctx context.Context) {
+	now := time.Now()
 	m.mu.Lock()
-	dirty := m.dirty
-	m.dirty = map[*partition]struct{}{}
-	lsn := m.lsn
+	lsn, records := m.lsn, m.records
+	gap := mirrorProgressGap
+	if records {
+		gap = mirrorGap
+	}
+	writeDelivery := lsn > m.lsnMirror && now.Sub(m.lastDelivery) >= gap
+	if writeDelivery {
+		m.records = false
+	}
+	var dirty map[*partition]struct{}
+	if len(m.dirty) > 0 && now.Sub(m.lastOffsets) >= mirrorGap {
+		dirty = m.dirty
+		m.dirty = map[*partition]struct{}{}
+	}
 	m.mu.Unlock()
-	if lsn > m.lsnMirror {
+	if writeDelivery {
+		m.lastDelivery = now
 		if err := m.exec(ctx, sqlDelivered, lsnText(lsn)); err != nil {
 			m.log.Warn("mirror delivered LSN into Postgres", "err", err)
+			m.mu.Lock()
+			m.records = m.records || records
+			m.mu.Unlock()
 		} else {
 			m.lsnMirror = lsn
 		}
@@ -84,6 +120,7 @@ func (m *mirror) flush(ctx context.Context) {
 	if len(dirty) == 0 {
 		return
 	}
+	m.lastOffsets = now
 	var ids []int64
 	var parts []int32
 	var hws, starts []int64

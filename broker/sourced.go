@@ -80,4 +80,4 @@ func (b *Broker) AppendSourced(topic string, partition int32, batches []segment.
 
 // Delivered records that everything up to lsn is durable; the mirror
 // publishes it to kafgres.delivery for kafgres_wait_delivered.
-func (b *Broker) Delivered(lsn uint64) { b.mirror.delivered(lsn) }
+func (b *Broker) Delivered(lsn uint64, records bool) { b.mirror.delivered(lsn, records) }

@@ -39,8 +39,10 @@ type Log interface {
 	// are durable.
 	AppendSourced(topic string, partition int32, batches []segment.SourcedBatch) (<-chan struct{}, error)
 	// Delivered publishes that everything up to lsn is durably in the log
-	// (kafgres.delivery, read by kafgres_wait_delivered).
-	Delivered(lsn uint64)
+	// (kafgres.delivery, read by kafgres_wait_delivered); records says
+	// whether records were appended, or lsn only moved past WAL without
+	// kafgres content.
+	Delivered(lsn uint64, records bool)
 }
 
 // TopicInfo is what placement needs of a topic: its identity (a topic
@@ -103,7 +105,8 @@ func (p *Producer) Run(ctx context.Context) error {
 		case first = <-events:
 		}
 		txns, progress := gather(first, events)
-		if len(txns) > 0 {
+		records := len(txns) > 0
+		if records {
 			if err := p.appendWithRetry(ctx, txns); err != nil {
 				// Stopping: the group may not be durable, so it must not
 				// be acknowledged (the decoder reports the last
@@ -117,7 +120,7 @@ func (p *Producer) Run(ctx context.Context) error {
 		acked = max(acked, progress)
 		if acked > 0 {
 			p.source.Ack(decoder.LSN(acked))
-			p.log.Delivered(acked)
+			p.log.Delivered(acked, records)
 		}
 	}
 }

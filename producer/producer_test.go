@@ -47,7 +47,7 @@ func (f *fakeLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch)
 	close(done)
 	return done, nil
 }
-func (f *fakeLog) Delivered(lsn uint64) { f.delivered = lsn }
+func (f *fakeLog) Delivered(lsn uint64, _ bool) { f.delivered = lsn }
 
 // deadLetters collects dead letters in memory.
 type deadLetters struct{ got []DeadLetter }
