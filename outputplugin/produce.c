@@ -45,11 +45,13 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "auth.h"
 #include "kafgres.h"
@@ -648,6 +650,114 @@ check_record_size(ProduceRecord *rec)
 }
 
 /*
+ * Where kafgres.topic is: its OID, its unique index on the name and the
+ * columns read.  Looking these up by name on every call took about a tenth
+ * of kafgres_produce's own time (docs/performance.md), so each backend keeps
+ * them from its first call on and forgets them on any invalidation of the
+ * table or its index (ALTER TABLE, DROP or CREATE EXTENSION, an index
+ * created) and of any namespace (ALTER SCHEMA ... RENAME), which every such
+ * change sends.
+ * invalidations counts the callbacks, so that a lookup that an
+ * invalidation overtook is made again.
+ */
+typedef struct TopicTable
+{
+	bool		valid;
+	Oid			relid;
+	Oid			index_relid;	/* InvalidOid: scan the table */
+	AttrNumber	name_attnum;
+	AttrNumber	partitions_attnum;
+} TopicTable;
+
+static TopicTable topic_table;
+static uint64 topic_table_invalidations = 0;
+static bool topic_table_callbacks = false;
+
+static void
+topic_table_relcache_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == topic_table.relid ||
+		relid == topic_table.index_relid)
+	{
+		topic_table.valid = false;
+		topic_table_invalidations++;
+	}
+}
+
+static void
+topic_table_namespace_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	topic_table.valid = false;
+	topic_table_invalidations++;
+}
+
+/* look kafgres.topic up by name; errors leave topic_table invalid */
+static void
+lookup_topic_table(void)
+{
+	Oid			nspid;
+	Oid			relid;
+
+	if (!topic_table_callbacks)
+	{
+		CacheRegisterRelcacheCallback(topic_table_relcache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID,
+									  topic_table_namespace_callback, (Datum) 0);
+		topic_table_callbacks = true;
+	}
+
+	topic_table.valid = false;
+
+	nspid = get_namespace_oid("kafgres", true);
+	relid = OidIsValid(nspid) ? get_relname_relid("topic", nspid) : InvalidOid;
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table kafgres.topic does not exist"),
+				 errhint("Run CREATE EXTENSION kafgres in this database.")));
+
+	topic_table.relid = relid;
+	topic_table.name_attnum = get_attnum(relid, "name");
+	topic_table.partitions_attnum = get_attnum(relid, "partitions");
+	if (topic_table.name_attnum == InvalidAttrNumber ||
+		topic_table.partitions_attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("table kafgres.topic lacks column \"name\" or \"partitions\""),
+				 errhint("The kafgres extension's tables have been altered; reinstall the extension.")));
+
+	/* without the unique index a sequential scan gives the same answer */
+	topic_table.index_relid = get_relname_relid("topic_name_key", nspid);
+
+	topic_table.valid = true;
+}
+
+/*
+ * Open kafgres.topic with AccessShareLock.  Taking the lock processes
+ * pending invalidations, so what was looked up before is used only if
+ * nothing was invalidated since, as RangeVarGetRelidExtended does.
+ */
+static Relation
+open_topic_table(void)
+{
+	for (;;)
+	{
+		uint64		seen = topic_table_invalidations;
+		Relation	rel;
+
+		if (!topic_table.valid)
+			lookup_topic_table();
+		rel = try_table_open(topic_table.relid, AccessShareLock);
+		if (rel != NULL && topic_table.valid &&
+			seen == topic_table_invalidations)
+			return rel;
+		if (rel != NULL)
+			table_close(rel, AccessShareLock);
+		topic_table.valid = false;
+	}
+}
+
+/*
  * The topic must exist, unless the broker may create it at delivery; an
  * explicit partition must exist too.  Read with an index scan under the
  * statement's snapshot rather than through SPI: it is cheap, it sees topics
@@ -658,11 +768,6 @@ check_record_size(ProduceRecord *rec)
 static void
 check_topic_and_partition(ProduceRecord *rec)
 {
-	Oid			nspid;
-	Oid			topic_relid;
-	Oid			index_relid;
-	AttrNumber	name_attnum;
-	AttrNumber	partitions_attnum;
 	Relation	rel;
 	TupleDesc	desc;
 	ScanKeyData key;
@@ -671,40 +776,23 @@ check_topic_and_partition(ProduceRecord *rec)
 	bool		exists = false;
 	int32		partitions = 0;
 
-	nspid = get_namespace_oid("kafgres", true);
-	topic_relid = OidIsValid(nspid) ? get_relname_relid("topic", nspid) : InvalidOid;
-	if (!OidIsValid(topic_relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table kafgres.topic does not exist"),
-				 errhint("Run CREATE EXTENSION kafgres in this database.")));
-
-	name_attnum = get_attnum(topic_relid, "name");
-	partitions_attnum = get_attnum(topic_relid, "partitions");
-	if (name_attnum == InvalidAttrNumber || partitions_attnum == InvalidAttrNumber)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("table kafgres.topic lacks column \"name\" or \"partitions\""),
-				 errhint("The kafgres extension's tables have been altered; reinstall the extension.")));
-
-	/* without the unique index a sequential scan gives the same answer */
-	index_relid = get_relname_relid("topic_name_key", nspid);
-
-	rel = table_open(topic_relid, AccessShareLock);
+	rel = open_topic_table();
 	desc = RelationGetDescr(rel);
 
-	ScanKeyInit(&key, name_attnum, BTEqualStrategyNumber, F_TEXTEQ,
+	ScanKeyInit(&key, topic_table.name_attnum, BTEqualStrategyNumber, F_TEXTEQ,
 				CStringGetTextDatum(rec->topic));
 	/* the index is ordered by the column's collation, so compare with it */
-	key.sk_collation = TupleDescAttr(desc, name_attnum - 1)->attcollation;
+	key.sk_collation = TupleDescAttr(desc, topic_table.name_attnum - 1)->attcollation;
 
-	scan = systable_beginscan(rel, index_relid, OidIsValid(index_relid),
+	scan = systable_beginscan(rel, topic_table.index_relid,
+							  OidIsValid(topic_table.index_relid),
 							  GetActiveSnapshot(), 1, &key);
 	tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple))
 	{
 		bool		isnull;
-		Datum		d = heap_getattr(tuple, partitions_attnum, desc, &isnull);
+		Datum		d = heap_getattr(tuple, topic_table.partitions_attnum,
+									 desc, &isnull);
 
 		exists = true;
 		partitions = isnull ? 0 : DatumGetInt32(d);

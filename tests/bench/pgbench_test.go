@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kafgres/kafgres/tests/harness"
+)
+
+// pgbench's built-in tpcb-like script, and the same with one more
+// statement before END: kafgres_produce, or (to tell what any extra
+// statement costs from what kafgres costs) a SELECT of the same value.
+const (
+	tpcbScript = `\set aid random(1, 100000 * :scale)
+\set bid random(1, 1 * :scale)
+\set tid random(1, 10 * :scale)
+\set delta random(-5000, 5000)
+BEGIN;
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
+UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
+INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
+END;
+`
+	produceLine = `SELECT kafgres_produce('pgbench', :aid::text, '{"account": ' || :aid || ', "delta": ' || :delta || '}');
+`
+	selectLine = `SELECT '{"account": ' || :aid || ', "delta": ' || :delta || '}';
+`
+)
+
+var (
+	tpsLine       = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+	processedLine = regexp.MustCompile(`number of transactions actually processed: ([0-9]+)`)
+)
+
+// envInt is $name as a positive integer, or def.
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("$%s = %q: want a positive integer", name, v)
+	}
+	return n
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// BenchmarkPgbenchWithProduce: pgbench's TPC-B-like transaction at scale
+// 10, 4 clients: plain, with one kafgres_produce added, and with a plain
+// SELECT added instead, on one cluster. The three run in rounds whose order
+// rotates, so that a machine getting faster or slower during the run weighs
+// on all of them; each cost is the median over rounds of that round's cost.
+// cost-% is the issue's measure (with kafgres_produce against plain);
+// kafgres-cost-% is against the extra SELECT, which leaves out what any
+// additional statement costs pgbench (a round trip while the branch row is
+// locked). Each run starts after a CHECKPOINT and after the previous run's
+// records were delivered, so none inherits another's backlog. The records
+// are counted at the end: one per produce transaction pgbench reported.
+//
+// $KAFGRES_PGBENCH_ROUNDS (default 3) and $KAFGRES_PGBENCH_SECONDS
+// (default 20) set the number of rounds and each run's length. b.N is
+// ignored: the workload is fixed so that numbers compare across runs.
+func BenchmarkPgbenchWithProduce(b *testing.B) {
+	rounds := envInt(b, "KAFGRES_PGBENCH_ROUNDS", 3)
+	secs := envInt(b, "KAFGRES_PGBENCH_SECONDS", 20)
+
+	c := harness.Start(b)
+	c.CreateTopic(b, "pgbench", 3)
+	conn := c.Conn(b)
+	ctx := context.Background()
+
+	pgbench := func(args ...string) string {
+		b.Helper()
+		cmd := exec.Command("pgbench", append([]string{"-h", filepath.Join(c.Dir, "run"), "-p", strconv.Itoa(c.PGPort), "-U", "postgres"}, args...)...)
+		cmd.Args = append(cmd.Args, "postgres")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("pgbench %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	pgbench("-i", "-q", "-s", "10")
+
+	type arm int
+	const (
+		plain arm = iota
+		withSelect
+		withProduce
+	)
+	dir := b.TempDir() // pgbench reads the scripts itself, as the test's user
+	body := tpcbScript[:len(tpcbScript)-len("END;\n")]
+	scripts := map[arm]string{}
+	for a, text := range map[arm]string{plain: tpcbScript, withSelect: body + selectLine + "END;\n", withProduce: body + produceLine + "END;\n"} {
+		scripts[a] = filepath.Join(dir, fmt.Sprintf("arm%d.sql", a))
+		if err := os.WriteFile(scripts[a], []byte(text), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	var produced int64
+	run := func(a arm) float64 {
+		b.Helper()
+		if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
+			b.Fatal(err)
+		}
+		out := pgbench("-c", "4", "-j", "2", "-T", strconv.Itoa(secs), "-n", "-f", scripts[a])
+		m := tpsLine.FindStringSubmatch(out)
+		n := processedLine.FindStringSubmatch(out)
+		if m == nil || n == nil {
+			b.Fatalf("no tps or transaction count in pgbench output:\n%s", out)
+		}
+		tps, _ := strconv.ParseFloat(m[1], 64)
+		if a == withProduce {
+			count, _ := strconv.ParseInt(n[1], 10, 64)
+			produced += count
+			var ok bool
+			if err := conn.QueryRow(ctx, `SELECT kafgres_wait_delivered(pg_current_wal_insert_lsn(), '120 s')`).Scan(&ok); err != nil || !ok {
+				b.Fatalf("records of the produce run not delivered within 120 s (%v)", err)
+			}
+		}
+		return tps
+	}
+
+	b.ResetTimer()
+	tps := map[arm][]float64{}
+	var costs, kafgresCosts []float64
+	for i := 0; i < rounds; i++ {
+		got := map[arm]float64{}
+		for j := 0; j < 3; j++ {
+			a := arm((i + j) % 3)
+			got[a] = run(a)
+			tps[a] = append(tps[a], got[a])
+		}
+		costs = append(costs, 100*(got[plain]-got[withProduce])/got[plain])
+		kafgresCosts = append(kafgresCosts, 100*(got[withSelect]-got[withProduce])/got[withSelect])
+		fmt.Fprintf(os.Stderr, "pgbench round %d: %.0f tps plain, %.0f with a SELECT, %.0f with kafgres_produce (%.1f %% cost, %.1f %% against the SELECT)\n",
+			i+1, got[plain], got[withSelect], got[withProduce], costs[i], kafgresCosts[i])
+	}
+	b.StopTimer()
+
+	// every produce transaction pgbench counted is one record, exactly once
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var records int64
+		if err := conn.QueryRow(ctx, `SELECT sum(high_watermark - log_start_offset)::bigint FROM kafgres_partition_offsets('pgbench')`).Scan(&records); err != nil {
+			b.Fatal(err)
+		}
+		if records == produced {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("topic pgbench holds %d records, pgbench committed %d produce transactions", records, produced)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	b.ReportMetric(median(tps[plain]), "tps-plain")
+	b.ReportMetric(median(tps[withSelect]), "tps-with-select")
+	b.ReportMetric(median(tps[withProduce]), "tps-with-produce")
+	b.ReportMetric(median(costs), "cost-%")
+	b.ReportMetric(median(kafgresCosts), "kafgres-cost-%")
+}
