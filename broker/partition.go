@@ -88,6 +88,9 @@ func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoc
 	if n := len(p.epochs); n == 0 || epoch > p.epochs[n-1].epoch {
 		p.epochs = append(p.epochs, epochStart{epoch: epoch, start: l.LogEndOffset()})
 	}
+	// What kafgres.partition holds may predate the last changes before a
+	// crash (the mirror writes behind the log): bring it up to date.
+	b.mirror.mark(p)
 	return p, nil
 }
 

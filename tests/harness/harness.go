@@ -77,7 +77,31 @@ func Start(t testing.TB, extraConf ...string) *Cluster {
 	if out, err := c.run("start", strconv.Itoa(c.PGPort), strconv.Itoa(c.KafkaPort)); err != nil {
 		t.Fatalf("start cluster: %v\n%s", err, out)
 	}
+	c.waitSlot(t, 30*time.Second)
 	return c
+}
+
+// waitSlot waits until the broker has created its replication slot: the
+// Kafka port opens first, and on a busy machine a test's first
+// kafgres_produce can come before the slot does.
+func (c *Cluster) waitSlot(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	conn := c.Conn(t)
+	deadline := time.Now().Add(timeout)
+	for {
+		var n int
+		if err := conn.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'kafgres'`).Scan(&n); err != nil {
+			t.Fatalf("wait for the replication slot: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker did not create replication slot kafgres within %s\n%s", timeout, c.LogTail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (c *Cluster) run(args ...string) (string, error) {
