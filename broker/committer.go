@@ -84,22 +84,33 @@ func (c *committer) commit() error {
 		emu  sync.Mutex
 		ferr error
 	)
+	sync1 := func(p *partition) {
+		end, err := p.log.Sync()
+		if errors.Is(err, segment.ErrClosed) {
+			return // dropped meanwhile; its producers get errors, not acks
+		}
+		if err != nil {
+			emu.Lock()
+			ferr = fmt.Errorf("fsync %s-%d: %w", p.topic.name, p.index, err)
+			emu.Unlock()
+			return
+		}
+		p.publish(end)
+		c.onDurable(p)
+	}
+	// The partitions' fsyncs run in parallel, the last one on this
+	// goroutine: a pass over one partition (the common case) starts no
+	// goroutine, which would cost a handoff per pass.
+	n := 0
 	for p := range dirty {
+		if n++; n == len(dirty) {
+			sync1(p)
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			end, err := p.log.Sync()
-			if errors.Is(err, segment.ErrClosed) {
-				return // dropped meanwhile; its producers get errors, not acks
-			}
-			if err != nil {
-				emu.Lock()
-				ferr = fmt.Errorf("fsync %s-%d: %w", p.topic.name, p.index, err)
-				emu.Unlock()
-				return
-			}
-			p.publish(end)
-			c.onDurable(p)
+			sync1(p)
 		}()
 	}
 	wg.Wait()

@@ -127,10 +127,17 @@ func (p *partition) append(batch []byte, h segment.BatchHeader) appendResult {
 
 // publish moves the high watermark to durableEnd and wakes fetchers.
 func (p *partition) publish(durableEnd int64) {
-	if durableEnd <= p.hw.Load() {
-		return
+	// The committer (wire produce) and the SQL producer both publish, so
+	// the watermark only moves forward, whichever of them stores last.
+	for {
+		hw := p.hw.Load()
+		if durableEnd <= hw {
+			return
+		}
+		if p.hw.CompareAndSwap(hw, durableEnd) {
+			break
+		}
 	}
-	p.hw.Store(durableEnd)
 	p.watchMu.Lock()
 	for ch := range p.watchers {
 		select {

@@ -1,8 +1,22 @@
 // Package decoder streams the logical replication slot fed by kafgres's
 // output plugin and turns the plugin's frames (docs/producing.md) into
 // events: a *Transaction for every committed transaction with kafgres
-// content, and a Progress whenever the walsender reports decoding past WAL
+// content, and a Progress when the walsender has reported decoding past WAL
 // that produced nothing. Message contents are opaque bytes here.
+//
+// The walsender sends a keepalive nearly every time it has decoded new WAL
+// and waits for more, so on a busy database without kafgres content there
+// is one per commit. Passing each on would wake the consumer (and through it
+// the delivery mirror) per commit of someone else's workload, so keepalives
+// only record the position, and Progress goes out at most once per
+// Config.ProgressInterval: at once for the first keepalive after a quiet
+// spell, otherwise when the interval since the last Progress has passed,
+// whether or not more messages arrive. A position no later than a
+// transaction delivered since is not reported at all: the transaction's
+// EndLSN says as much. So a position with no kafgres content is reported
+// within ProgressInterval of its keepalive (kafgres_wait_delivered of such
+// an LSN returns that much later at most). For the same reason the socket
+// is read less often while it carries only keepalives (readPause).
 package decoder
 
 import (
@@ -10,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,7 +40,17 @@ type Config struct {
 	Slot           string        // default "kafgres"
 	Plugin         string        // default "kafgres"
 	StatusInterval time.Duration // standby status updates at least this often; default 1s
-	Logger         *slog.Logger  // default slog.Default()
+	// ProgressInterval is the least time between two Progress events;
+	// default 20ms. It bounds how late a position without kafgres content
+	// is reported, and the consumer's wakeups for such positions (50 a
+	// second rather than one per commit). 20 ms is small beside the
+	// delivery mirror's own 100 ms for such positions.
+	ProgressInterval time.Duration
+	// KeepalivePause is how long receive lets keepalives gather before
+	// reading again while the stream carries nothing else; default 2ms,
+	// negative: never. See readPause.
+	KeepalivePause time.Duration
+	Logger         *slog.Logger // default slog.Default()
 }
 
 const (
@@ -38,6 +63,9 @@ type Decoder struct {
 	cfg   Config
 	log   *slog.Logger
 	acked atomic.Uint64
+	// pauseQuiet is how long the stream must have carried no frames before
+	// receive pauses between keepalives (readPause).
+	pauseQuiet time.Duration
 }
 
 // New returns a decoder for cfg with defaults filled in. It does not connect.
@@ -51,11 +79,17 @@ func New(cfg Config) *Decoder {
 	if cfg.StatusInterval <= 0 {
 		cfg.StatusInterval = time.Second
 	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = 20 * time.Millisecond
+	}
+	if cfg.KeepalivePause == 0 {
+		cfg.KeepalivePause = 2 * time.Millisecond
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Decoder{cfg: cfg, log: log.With("slot", cfg.Slot)}
+	return &Decoder{cfg: cfg, log: log.With("slot", cfg.Slot), pauseQuiet: time.Second}
 }
 
 // Ack records that everything up to lsn is durably handled; status updates
@@ -73,7 +107,8 @@ func (d *Decoder) Ack(lsn LSN) {
 // only when the configuration can never work. It connects (retrying with
 // backoff), creates the slot if it does not exist, starts replication at the
 // slot's confirmed position and sends each complete transaction (as
-// *Transaction) and each Progress to out, in stream order. On a lost
+// *Transaction) and the positions of keepalives (as Progress, coalesced: see
+// the package comment) to out, in stream order. On a lost
 // connection it reconnects; an incomplete transaction is dropped, as the
 // server sends it again.
 func (d *Decoder) Run(ctx context.Context, out chan<- Event) error {
@@ -175,11 +210,28 @@ type stream struct {
 	// high is the highest position delivered (a transaction's EndLSN or a
 	// Progress); keepalives not beyond it tell the consumer nothing new.
 	high LSN
+	// pending is the highest keepalive position not delivered yet; it is
+	// news only while beyond high.
+	pending LSN
+	// lastProgress is when the last Progress was delivered.
+	lastProgress time.Time
 	// streamed is set once the current session has started streaming.
 	streamed bool
 
 	conn       *pgconn.PgConn
 	nextStatus time.Time
+	// readDeadline is the read deadline last set on conn's socket.
+	readDeadline time.Time
+	// paced is conn's socket, which pauses before reading when readPause
+	// says so; nil: never.
+	paced *pausingConn
+	// For readPause: whether the last message was a keepalive, the time
+	// since the keepalive before it, and when the last keepalive and the
+	// last frame arrived.
+	lastWasKeepalive bool
+	keepaliveGap     time.Duration
+	lastKeepalive    time.Time
+	lastFrame        time.Time
 }
 
 const (
@@ -196,6 +248,9 @@ const (
 func (s *stream) run(ctx context.Context) error {
 	s.streamed = false
 	s.asm.reset()
+	// A keepalive of the last session may lie inside a transaction that
+	// session did not finish; the next session reports its own.
+	s.pending = 0
 	cfg, err := pgconn.ParseConfig(s.d.cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("parse DSN: %w", err)
@@ -204,11 +259,20 @@ func (s *stream) run(ctx context.Context) error {
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "kafgres decoder"
 	}
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &pausingConn{Conn: c}, nil
+	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	s.conn = conn
+	s.paced = pausingOf(conn.Conn())
 	defer func() {
 		// Close politely (Terminate) so the walsender exits and frees the
 		// slot at once; the caller's ctx may already be done.
@@ -276,22 +340,57 @@ func (s *stream) prepareSlot(ctx context.Context) error {
 }
 
 // receive reads the copy stream until an error or ctx ends. It waits for
-// messages no longer than the next status update is due, so updates go out
-// on time even when the stream is quiet.
+// messages no longer than the next status update or pending Progress is
+// due, so both go out on time even when the stream is quiet.
+//
+// The wait is a read deadline on the socket, moved only when the time it
+// waits for changes, rather than a context with a deadline per message: at
+// one keepalive per commit of the database, a timer and a context watch per
+// message are measurable. ctx's end interrupts a read the same way.
 func (s *stream) receive(ctx context.Context) error {
 	s.nextStatus = time.Time{}
+	netConn := s.conn.Conn()
+	stop := context.AfterFunc(ctx, func() { netConn.SetReadDeadline(time.Unix(1, 0)) })
+	defer func() {
+		stop()
+		netConn.SetReadDeadline(time.Time{})
+		s.readDeadline = time.Time{}
+	}()
+	s.readDeadline = time.Time{}
 	for {
-		if !time.Now().Before(s.nextStatus) {
+		now := time.Now()
+		if !now.Before(s.nextStatus) {
 			if err := s.sendStatus(); err != nil {
 				return err
 			}
 		}
-		rctx, cancel := context.WithDeadline(ctx, s.nextStatus)
-		msg, err := s.conn.ReceiveMessage(rctx)
-		cancel()
+		if err := s.flushProgress(ctx, now); err != nil {
+			return err
+		}
+		if wake := s.wakeAt(); !wake.Equal(s.readDeadline) {
+			if err := netConn.SetReadDeadline(wake); err != nil {
+				return fmt.Errorf("set read deadline: %w", err)
+			}
+			s.readDeadline = wake
+		}
+		// After setting the deadline: had ctx ended just before, its
+		// AfterFunc's deadline would have been overwritten.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		if s.paced != nil {
+			s.paced.pause.Store(int64(s.readPause(now)))
+		}
+		msg, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
 			if ctx.Err() == nil && pgconn.Timeout(err) {
+				// The deadline passed (or was one ctx's AfterFunc set just
+				// as ctx ended): set it anew whatever it is.
+				s.readDeadline = time.Time{}
 				continue
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("receive: %w", ctx.Err())
 			}
 			return fmt.Errorf("receive: %w", err)
 		}
@@ -308,10 +407,63 @@ func (s *stream) receive(ctx context.Context) error {
 	}
 }
 
+// readPause is how long the socket waits before its next read, so that the
+// keepalives of a busy database without kafgres content arrive a few to a
+// read instead of one per wakeup of the broker: each wakeup costs more in
+// the Go scheduler and its sysmon thread than the message costs to handle.
+// It pauses only while that is all the stream carries: the last message was
+// a keepalive that came less than KeepalivePause after the one before, and
+// no frame has come for pauseQuiet. So kafgres content arriving after such
+// a spell waits at most KeepalivePause more, content that keeps coming
+// never does, and a slow trickle of keepalives is not held up. Messages
+// already read are handled without a pause: it is the socket that waits.
+func (s *stream) readPause(now time.Time) time.Duration {
+	pause := s.d.cfg.KeepalivePause
+	if pause <= 0 || !s.lastWasKeepalive || s.keepaliveGap >= pause ||
+		now.Sub(s.lastFrame) < s.d.pauseQuiet {
+		return 0
+	}
+	return pause
+}
+
+// wakeAt is when receive must stop waiting for messages: the next status
+// update, or the pending Progress if that is due earlier.
+func (s *stream) wakeAt() time.Time {
+	if s.pending > s.high {
+		if due := s.lastProgress.Add(s.d.cfg.ProgressInterval); due.Before(s.nextStatus) {
+			return due
+		}
+	}
+	return s.nextStatus
+}
+
+// flushProgress delivers the pending keepalive position as a Progress if it
+// is news and ProgressInterval has passed since the last one.
+func (s *stream) flushProgress(ctx context.Context, now time.Time) error {
+	if s.pending <= s.high {
+		s.pending = 0
+		return nil
+	}
+	if now.Sub(s.lastProgress) < s.d.cfg.ProgressInterval {
+		return nil
+	}
+	lsn := s.pending
+	s.high, s.pending, s.lastProgress = lsn, 0, now
+	return s.emit(ctx, Progress{LSN: lsn})
+}
+
 // handle processes one CopyData message of the stream.
 func (s *stream) handle(ctx context.Context, data []byte) error {
 	if len(data) == 0 {
 		return &protocolError{err: errors.New("empty CopyData message")}
+	}
+	now := time.Now()
+	s.lastWasKeepalive = data[0] == pglogrepl.PrimaryKeepaliveMessageByteID
+	if s.lastWasKeepalive {
+		s.keepaliveGap = now.Sub(s.lastKeepalive)
+		s.lastKeepalive = now
+	} else {
+		s.lastFrame = now
 	}
 	switch data[0] {
 	case pglogrepl.PrimaryKeepaliveMessageByteID:
@@ -326,11 +478,9 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 		}
 		// The walsender sends its sent position: everything decoded before
 		// it is in the stream already, so it is safe to report even in the
-		// middle of a transaction (whose commit lies at or beyond it).
-		if lsn := LSN(ka.ServerWALEnd); lsn > s.high {
-			s.high = lsn
-			return s.emit(ctx, Progress{LSN: lsn})
-		}
+		// middle of a transaction (whose commit lies at or beyond it). It is
+		// only recorded here; receive delivers it (flushProgress).
+		s.pending = max(s.pending, LSN(ka.ServerWALEnd))
 		return nil
 	case pglogrepl.XLogDataByteID:
 		x, err := pglogrepl.ParseXLogData(data[1:])
@@ -361,6 +511,12 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 // emit hands ev to the consumer. A slow consumer must not cost us the
 // connection, so status updates keep going out while we wait.
 func (s *stream) emit(ctx context.Context, ev Event) error {
+	select {
+	case s.out <- ev:
+		// The usual case: room in the channel, and no timer to make.
+		return nil
+	default:
+	}
 	for {
 		t := time.NewTimer(time.Until(s.nextStatus))
 		select {
@@ -382,6 +538,12 @@ func (s *stream) emit(ctx context.Context, ev Event) error {
 // applied. Only Ack moves it, so the slot's confirmed_flush_lsn never passes
 // what the consumer has made durable. Zero means nothing acknowledged yet,
 // which the walsender ignores.
+//
+// Answering keepalives sooner, or reporting the received position as
+// written, would not make the walsender send fewer: it sends one whenever
+// it waits for WAL while both positions are behind its sent position
+// (WalSndWaitForWal), and decoding each commit moves that past anything we
+// could have reported.
 func (s *stream) sendStatus() error {
 	s.nextStatus = time.Now().Add(s.d.cfg.StatusInterval)
 	acked := pglogrepl.LSN(s.d.acked.Load())
@@ -394,4 +556,32 @@ func (s *stream) sendStatus() error {
 		return fmt.Errorf("send standby status: %w", err)
 	}
 	return nil
+}
+
+// pausingConn is the replication connection's socket. Before a read it
+// sleeps for the pause the stream last set (readPause), once.
+type pausingConn struct {
+	net.Conn
+	pause atomic.Int64 // a time.Duration
+}
+
+// pausingOf finds the pausingConn under c, which may be TLS over it.
+func pausingOf(c net.Conn) *pausingConn {
+	for {
+		switch cc := c.(type) {
+		case *pausingConn:
+			return cc
+		case interface{ NetConn() net.Conn }:
+			c = cc.NetConn()
+		default:
+			return nil
+		}
+	}
+}
+
+func (c *pausingConn) Read(b []byte) (int, error) {
+	if d := time.Duration(c.pause.Swap(0)); d > 0 {
+		time.Sleep(d)
+	}
+	return c.Conn.Read(b)
 }

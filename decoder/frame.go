@@ -135,6 +135,11 @@ func ParseFrame(b []byte) (Frame, error) {
 		return f, fmt.Errorf("frame version %d, want %d", b[0], FrameVersion)
 	}
 	r := reader{b: append([]byte(nil), b...), off: 2}
+	if len(b) <= smallFrame {
+		// the names (schema, table, every column's) as substrings of one
+		// string rather than a string each
+		r.s = string(b)
+	}
 	f.Kind = b[1]
 	f.CommitEndLSN = LSN(r.uint64())
 	f.Xid = r.uint32()
@@ -180,9 +185,15 @@ func ParseFrame(b []byte) (Frame, error) {
 // returns zero values, so parsing code needs no error check per field.
 type reader struct {
 	b   []byte
+	s   string // b as a string, or "" (string16 then allocates each)
 	off int
 	err error
 }
+
+// smallFrame is the largest frame whose strings are cut from one copy of
+// it: a name keeps all of that copy alive, which costs nothing for small
+// frames but would double the memory a large value holds.
+const smallFrame = 4096
 
 func (r *reader) need(n int) bool {
 	if r.err != nil {
@@ -238,7 +249,12 @@ func (r *reader) uint64() uint64 {
 }
 
 func (r *reader) string16() string {
-	return string(r.bytes(int(r.uint16())))
+	n := int(r.uint16())
+	if r.s == "" || !r.need(n) {
+		return string(r.bytes(n))
+	}
+	r.off += n
+	return r.s[r.off-n : r.off]
 }
 
 // flag reads a has_new/has_old byte, which must be 0 or 1.
@@ -278,14 +294,22 @@ func (r *reader) mappingIDs() []int64 {
 	return ids
 }
 
+// changeAlloc is a change with its tuples, allocated at once: one
+// allocation per frame rather than one for each.
+type changeAlloc struct {
+	c          Change
+	newT, oldT Tuple
+}
+
 func (r *reader) change(op byte) *Change {
-	c := &Change{Op: op, LSN: LSN(r.uint64()), RelID: r.uint32(), Schema: r.string16(), Table: r.string16()}
+	a := &changeAlloc{c: Change{Op: op, LSN: LSN(r.uint64()), RelID: r.uint32(), Schema: r.string16(), Table: r.string16()}}
+	c := &a.c
 	c.Mappings = r.mappingIDs()
-	if r.flag("has_new") {
-		c.New = r.tuple()
+	if r.flag("has_new") && r.tuple(&a.newT) {
+		c.New = &a.newT
 	}
-	if r.flag("has_old") {
-		c.Old = r.tuple()
+	if r.flag("has_old") && r.tuple(&a.oldT) {
+		c.Old = &a.oldT
 	}
 	if r.err != nil {
 		return c
@@ -303,13 +327,15 @@ func (r *reader) change(op byte) *Change {
 	return c
 }
 
-func (r *reader) tuple() *Tuple {
+// tuple reads a tuple into t; false when not even its columns' minimal
+// size is there.
+func (r *reader) tuple(t *Tuple) bool {
 	n := int(r.uint16())
 	// name length, type oid and kind: at least 7 bytes per column.
 	if !r.need(n * 7) {
-		return nil
+		return false
 	}
-	t := &Tuple{Columns: make([]Column, 0, n)}
+	t.Columns = make([]Column, 0, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		c := Column{Name: r.string16(), TypeOID: r.uint32()}
 		at := r.off
@@ -325,5 +351,5 @@ func (r *reader) tuple() *Tuple {
 		}
 		t.Columns = append(t.Columns, c)
 	}
-	return t
+	return true
 }

@@ -25,12 +25,24 @@ func keepalive(walEnd LSN) []byte {
 	return append(b, 0)
 }
 
+// drain returns the events queued in out.
+func drain(out chan Event) []Event {
+	var got []Event
+	for len(out) > 0 {
+		got = append(got, <-out)
+	}
+	return got
+}
+
 func TestStreamHandle(t *testing.T) {
 	out := make(chan Event, 10)
 	// No connection: nothing here may send a status update, so the next
 	// one is not due for a long time.
 	s := &stream{d: New(Config{}), out: out, nextStatus: time.Now().Add(time.Hour)}
 	ctx := context.Background()
+	// Far apart in time: each keepalive position that is news is delivered
+	// when receive next looks (flushProgress).
+	now := time.Now()
 	msgs := [][]byte{
 		keepalive(0x100),
 		xlogData(beginFrame(5, 0x200, 0x230)),
@@ -44,11 +56,12 @@ func TestStreamHandle(t *testing.T) {
 		if err := s.handle(ctx, m); err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
+		now = now.Add(time.Second)
+		if err := s.flushProgress(ctx, now); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
 	}
-	var got []any
-	for len(out) > 0 {
-		got = append(got, <-out)
-	}
+	got := drain(out)
 	if len(got) != 3 {
 		t.Fatalf("got %d events %+v, want progress, transaction, progress", len(got), got)
 	}
@@ -61,6 +74,85 @@ func TestStreamHandle(t *testing.T) {
 	if p, ok := got[2].(Progress); !ok || p.LSN != 0x300 {
 		t.Fatalf("event 2: %+v", got[2])
 	}
+}
+
+// Keepalives only record their position: a Progress goes out at once
+// after a quiet spell, then at most once per ProgressInterval, and not at
+// all when a transaction delivered since covers it.
+func TestStreamProgressCoalesced(t *testing.T) {
+	out := make(chan Event, 100)
+	const interval = 20 * time.Millisecond
+	s := &stream{d: New(Config{ProgressInterval: interval}), out: out, nextStatus: time.Now().Add(time.Hour)}
+	ctx := context.Background()
+	t0 := time.Now()
+	step := func(at time.Duration, msg []byte) {
+		t.Helper()
+		if msg != nil {
+			if err := s.handle(ctx, msg); err != nil {
+				t.Fatalf("at %v: %v", at, err)
+			}
+		}
+		if err := s.flushProgress(ctx, t0.Add(at)); err != nil {
+			t.Fatalf("at %v: %v", at, err)
+		}
+	}
+	wantProgress := func(what string, lsns ...LSN) {
+		t.Helper()
+		got := drain(out)
+		if len(got) != len(lsns) {
+			t.Fatalf("%s: got events %+v, want progress %v", what, got, lsns)
+		}
+		for i, ev := range got {
+			if p, ok := ev.(Progress); !ok || p.LSN != lsns[i] {
+				t.Fatalf("%s: event %d is %+v, want progress %s", what, i, ev, lsns[i])
+			}
+		}
+	}
+
+	step(0, keepalive(0x100))
+	wantProgress("first keepalive after a quiet spell", 0x100)
+
+	// One keepalive per commit of a busy database: one Progress per
+	// interval, with the latest position.
+	for i := 1; i < 40; i++ {
+		step(time.Duration(i)*time.Millisecond, keepalive(0x100+LSN(i)*0x10))
+	}
+	// 0x100 went out at 0; the next at 20ms, with the keepalive of 20ms.
+	wantProgress("keepalives within 40ms", 0x100+20*0x10)
+	if want := t0.Add(40 * time.Millisecond); !s.wakeAt().Equal(want) {
+		t.Fatalf("receive wakes at %v, want %v (the pending Progress)", s.wakeAt().Sub(t0), want.Sub(t0))
+	}
+	// Nothing more arrives: receive's deadline delivers the last position.
+	step(39*time.Millisecond, nil)
+	wantProgress("before the interval")
+	step(40*time.Millisecond, nil)
+	wantProgress("stream gone quiet", 0x100+39*0x10)
+	if !s.wakeAt().Equal(s.nextStatus) {
+		t.Fatalf("nothing pending, yet receive wakes at %v", s.wakeAt().Sub(t0))
+	}
+
+	// A keepalive, then a transaction ending beyond it: the transaction
+	// says as much, so the keepalive's position is dropped.
+	step(41*time.Millisecond, keepalive(0x500))
+	step(42*time.Millisecond, xlogData(beginFrame(7, 0x580, 0x5a0)))
+	step(43*time.Millisecond, xlogData(messageFrame(7, 0x5a0, 0x540, "m")))
+	step(44*time.Millisecond, xlogData(commitFrame(7, 0x580, 0x5a0)))
+	step(45*time.Millisecond, keepalive(0x5a0))
+	step(time.Second, nil)
+	got := drain(out)
+	if len(got) != 1 {
+		t.Fatalf("got %+v, want only the transaction", got)
+	}
+	if txn, ok := got[0].(*Transaction); !ok || txn.EndLSN != 0x5a0 {
+		t.Fatalf("got %+v, want the transaction", got[0])
+	}
+	if s.pending != 0 {
+		t.Fatalf("pending %s after a transaction covered it", s.pending)
+	}
+
+	// A keepalive beyond it after a quiet spell goes out at once.
+	step(2*time.Second, keepalive(0x600))
+	wantProgress("after the transaction", 0x600)
 }
 
 func TestStreamHandleErrors(t *testing.T) {

@@ -23,9 +23,11 @@ type Transaction struct {
 
 // Progress says the walsender has decoded all WAL before LSN and every
 // transaction committed before it has already been delivered as an event
-// (it comes from keepalive messages: ServerWALEnd). Consumers acknowledge it
-// once everything delivered before it is durable, so an idle slot does not
-// pin WAL.
+// (it comes from keepalive messages: ServerWALEnd; at most one per
+// Config.ProgressInterval, carrying the latest position, and only when
+// beyond every event delivered before it). Consumers acknowledge it once
+// everything delivered before it is durable, so an idle slot does not pin
+// WAL.
 type Progress struct {
 	LSN LSN
 }

@@ -2,6 +2,7 @@ package mappings
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,9 +67,10 @@ type Renderer struct {
 
 // renderFn is what the renderer knows of one mapping's render function.
 type renderFn struct {
-	key    string // Mapping.key() the function was made for
-	name   string // kafgres_render.m<id>
-	broken error  // the definition cannot be rendered (Validate failed, ...)
+	key     string   // Mapping.key() the function was made for
+	name    string   // kafgres_render.m<id>
+	columns []string // the table's columns when it was made: the fields of its record literals
+	broken  error    // the definition cannot be rendered (Validate failed, ...)
 }
 
 // mappingStatus is the broker's view of kafgres.mapping_status, written in
@@ -87,13 +89,26 @@ type job struct {
 }
 
 type renderRow struct {
-	item           decoder.Item // the change or snapshot row
-	err            error        // cannot be rendered at all (an unchanged TOASTed value); newRow lacks the column and goes only to the dead letter
-	newRow, oldRow *string      // JSON objects; nil for none
-	op             string
-	lsn            decoder.LSN
-	xid            int64
-	commitTS       time.Time
+	item     decoder.Item    // the change or snapshot row
+	err      error           // cannot be rendered at all (an unchanged TOASTed value): goes only to the dead letter
+	change   *decoder.Change // the change's images, sent as record literals; nil for a snapshot row
+	snapshot string          // a snapshot row's to_jsonb text
+	op       string
+	lsn      decoder.LSN
+	xid      int64
+	commitTS time.Time
+}
+
+// images are the row's new and old images as JSON objects, for the dead
+// letter; nil for none.
+func (row *renderRow) images() (newRow, oldRow *string) {
+	if row.change == nil {
+		s := row.snapshot
+		return &s, nil
+	}
+	newRow, _ = tupleJSON(row.change.New, row.change.Old)
+	oldRow, _ = tupleJSON(row.change.Old, nil) // an old image has no unchanged values
+	return newRow, oldRow
 }
 
 // rendered is one output row of a render function.
@@ -177,13 +192,14 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) (Ren
 	defer r.mu.Unlock()
 	r.listenOnce.Do(r.startListener)
 
-	out := Rendered{}
 	need, unknown := false, false
+	n := 0 // changes and snapshot rows
 	for _, tx := range txns {
 		for _, item := range tx.Items {
 			switch it := item.(type) {
 			case *decoder.Change:
 				need = true
+				n++
 				if len(it.Mappings) == 0 {
 					_, ok := r.byRel[it.RelID]
 					unknown = unknown || !ok
@@ -193,10 +209,12 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) (Ren
 				}
 			case *decoder.SnapshotRow:
 				need = true
+				n++
 				unknown = unknown || r.lookup(it.MappingID) == nil
 			}
 		}
 	}
+	out := make(Rendered, n)
 	if len(r.retired) > 0 && time.Since(r.lastRetire) >= retireInterval {
 		r.advanceRetired(ctx)
 	}
@@ -209,7 +227,7 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) (Ren
 		}
 	}
 
-	jobs, err := r.collect(ctx, txns)
+	jobs, err := r.collect(ctx, txns, n)
 	if err != nil {
 		return nil, err
 	}
@@ -239,12 +257,14 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) (Ren
 }
 
 // collect groups the rows to render by mapping, in mapping id order.
-func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction) ([]*job, error) {
+// n is how many changes and snapshot rows txns hold.
+func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction, n int) ([]*job, error) {
 	byID := map[int64]*job{}
 	add := func(m *Mapping, row renderRow) {
 		j := byID[m.ID]
 		if j == nil {
-			j = &job{m: m}
+			// most groups are of one mapping: room for every row at once
+			j = &job{m: m, rows: make([]renderRow, 0, n)}
 			byID[m.ID] = j
 		}
 		j.rows = append(j.rows, row)
@@ -260,19 +280,26 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction) ([]
 			switch it := item.(type) {
 			case *decoder.Change:
 				row := base
-				row.op, row.lsn = string(it.Op), it.LSN
-				row.newRow, row.err = tupleJSON(it.New, it.Old)
-				if te := (*unchangedToastError)(nil); errors.As(row.err, &te) {
+				row.op, row.lsn, row.change = string(it.Op), it.LSN, it
+				if te := unchangedToast(it.New, it.Old); te != nil {
 					te.table = pgx.Identifier{it.Schema, it.Table}.Sanitize()
+					row.err = te
 				}
-				row.oldRow, _ = tupleJSON(it.Old, nil) // an old image has no unchanged values
-				for _, m := range r.matched(it) {
-					add(m, row)
+				// the definitions of the mappings the output plugin found
+				// matching the change where it is in the WAL, live or
+				// retired since, or, from a plugin that does not say
+				// (frame version 1), the table's live mappings
+				if len(it.Mappings) == 0 {
+					for _, m := range r.byRel[it.RelID] {
+						add(m, row)
+					}
+				}
+				for _, id := range it.Mappings {
+					add(r.definition(id), row)
 				}
 			case *decoder.SnapshotRow:
 				row := base
-				js := it.Row
-				row.op, row.lsn, row.newRow = "R", it.LSN, &js
+				row.op, row.lsn, row.snapshot = "R", it.LSN, it.Row
 				snaps = append(snaps, snapRow{id: it.MappingID, row: row})
 			}
 		}
@@ -305,21 +332,6 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction) ([]
 		jobs[i] = byID[id]
 	}
 	return jobs, nil
-}
-
-// matched are the definitions a change is rendered with: those of the
-// mappings the output plugin found matching it where it is in the WAL,
-// live or retired since, or, from a plugin that does not say (frame
-// version 1), the table's live mappings.
-func (r *Renderer) matched(c *decoder.Change) []*Mapping {
-	if len(c.Mappings) == 0 {
-		return r.byRel[c.RelID]
-	}
-	ms := make([]*Mapping, len(c.Mappings))
-	for i, id := range c.Mappings {
-		ms[i] = r.definition(id)
-	}
-	return ms
 }
 
 // lookup is the live or retired definition of mapping id, nil if none.
@@ -374,23 +386,29 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 	// rows that cannot be rendered whatever the definition fail first
 	var (
 		failed []failure
-		rows   []renderRow // the rest, sent to the function
-		idx    []int       // their indexes in j.rows
+		rows   = j.rows // the rest, sent to the function
+		idx    []int    // their indexes in j.rows; nil: the same
 	)
-	for i, row := range j.rows {
-		if row.err != nil {
-			failed = append(failed, failure{row: i, err: row.err})
-			continue
+	if slices.ContainsFunc(j.rows, func(row renderRow) bool { return row.err != nil }) {
+		rows = nil
+		for i, row := range j.rows {
+			if row.err != nil {
+				failed = append(failed, failure{row: i, err: row.err})
+				continue
+			}
+			rows = append(rows, row)
+			idx = append(idx, i)
 		}
-		rows = append(rows, row)
-		idx = append(idx, i)
 	}
 	res, rowFailed, err := r.renderRows(ctx, j, rows)
 	if err != nil {
 		return err
 	}
 	for _, f := range rowFailed {
-		failed = append(failed, failure{row: idx[f.row], err: f.err})
+		if idx != nil {
+			f.row = idx[f.row]
+		}
+		failed = append(failed, f)
 	}
 	if len(failed) > 0 {
 		slices.SortFunc(failed, func(a, b failure) int { return a.row - b.row })
@@ -399,12 +417,20 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 		}
 	}
 	n := int64(0)
+	// one allocation for the records of the rows that have only one (most)
+	slab := make([]Record, 0, len(res))
 	for _, o := range res {
 		if !o.pass || int(o.ord) >= len(rows) || o.ord < 0 {
 			continue
 		}
-		row := rows[o.ord]
-		out[row.item] = append(out[row.item], Record{Topic: j.m.Topic, Key: o.k, Value: o.v})
+		row := &rows[o.ord]
+		rec := Record{Topic: j.m.Topic, Key: o.k, Value: o.v}
+		if recs := out[row.item]; recs != nil {
+			out[row.item] = append(recs, rec)
+		} else {
+			slab = append(slab, rec)
+			out[row.item] = slab[len(slab)-1 : len(slab) : len(slab)]
+		}
 		n++
 	}
 	st := r.statusOf(j.m.ID)
@@ -470,6 +496,11 @@ func (r *Renderer) renderRows(ctx context.Context, j *job, rows []renderRow) ([]
 	}
 	if renderErr == nil {
 		return res, nil, nil
+	}
+	if errors.Is(renderErr, errStaleColumns) {
+		// the columns changed again while the function was being made:
+		// no row is to blame, so the group is rendered again later
+		return nil, nil, fmt.Errorf("render with %s: %w", fn.name, renderErr)
 	}
 	var te *timeoutError
 	switch {
@@ -564,7 +595,8 @@ func (r *Renderer) deadLetter(ctx context.Context, j *job, failed []failure) err
 	for i, f := range failed {
 		row := j.rows[f.row]
 		ids[i], names[i], lsns[i], xids[i], ops[i] = j.m.ID, j.m.Name, row.lsn.String(), row.xid, row.op
-		errs[i], news[i], olds[i] = errorText(f.err), row.newRow, row.oldRow
+		errs[i] = errorText(f.err)
+		news[i], olds[i] = row.images()
 	}
 	var inserted int64
 	if err := r.pool.QueryRow(ctx, deadLetterSQL, ids, names, lsns, xids, ops, errs, news, olds).Scan(&inserted); err != nil {
@@ -980,7 +1012,7 @@ func (r *Renderer) ensureFunction(ctx context.Context, m *Mapping, force bool) (
 	}
 
 	fn = &renderFn{key: key, name: renderFnName(m.ID)}
-	if renderErr, err = r.createFunction(ctx, m, fn.name, path); err != nil || renderErr != nil {
+	if renderErr, err = r.createFunction(ctx, m, fn, path); err != nil || renderErr != nil {
 		return nil, renderErr, err
 	}
 	r.fns[m.ID] = fn
@@ -1038,10 +1070,22 @@ func exprs(m *Mapping) (key, value, filter string) {
 	return key, value, filter
 }
 
-// Both the probe and the function read new and old through
-// jsonb_populate_record of the table's row type. LEFT JOIN ... ON the
-// image being there makes an absent image a NULL row (new on a delete, old
-// on an insert), so to_jsonb(new) of a delete is NULL: a tombstone.
+// The probe reads new and old through jsonb_populate_record of the
+// table's row type; so does the function, with a base record: a change's
+// image arrives as the text of a record literal of the row type (the
+// columns the function was made for, by name, each as its type's text
+// output; the row type's input function parses it, as
+// jsonb_populate_record would have parsed each value), and a snapshot
+// row as jsonb. jsonb_populate_record(base, NULL) is base itself, so both
+// are the same function scan, with the same row type as a whole-row value.
+// LEFT JOIN ... ON the image being there makes an absent image a NULL row
+// (new on a delete, old on an insert), so to_jsonb(new) of a delete is
+// NULL: a tombstone.
+//
+// A record literal is positional, so the function first checks (once per
+// call, a one-time filter) that the table still has the columns it was
+// made for, in that order; if not it returns only a row with ord -1 and
+// the broker makes it again (staleFunction).
 const (
 	probeSQL = `SELECT %s AS k, %s AS v
   FROM (VALUES ('I'::text, '0/0'::pg_lsn, 0::bigint, pg_catalog.now())) AS c(op, lsn, xid, commit_ts)
@@ -1049,30 +1093,53 @@ const (
   LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, NULL::jsonb) AS old ON false
  WHERE %s`
 
-	renderArgs = `int[], jsonb[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
+	renderArgs = `int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
 
-	createSQL = `CREATE OR REPLACE FUNCTION %s(ord int[], new_rows jsonb[], old_rows jsonb[], op text[],
+	// the arguments of render functions made before 0.4.0's broker sent
+	// record literals; dropped when the function is made again
+	oldRenderArgs = `int[], jsonb[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
+
+	columnsSQL = `
+SELECT a.attname::pg_catalog.text
+  FROM pg_catalog.pg_attribute AS a
+ WHERE a.attrelid OPERATOR(pg_catalog.=) $1::pg_catalog.oid
+   AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+ ORDER BY a.attnum`
+
+	// %[1]s the table, %[2]s its column names as a text[] literal
+	columnsGuardSQL = `(SELECT COALESCE(pg_catalog.array_agg(a.attname::pg_catalog.text ORDER BY a.attnum), '{}')
+          FROM pg_catalog.pg_attribute AS a
+         WHERE a.attrelid OPERATOR(pg_catalog.=) %[1]s::pg_catalog.regclass
+           AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped)
+       OPERATOR(pg_catalog.=) %[2]s`
+
+	createSQL = `CREATE OR REPLACE FUNCTION %[1]s(ord int[], new_rows text[], old_rows text[], new_json jsonb[], op text[],
                                    lsn pg_lsn[], xid bigint[], commit_ts timestamptz[])
 RETURNS TABLE (ord int, pass boolean, k bytea, v bytea)
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path TO %s
-AS %s
+SET search_path TO %[2]s
+AS %[3]s
 SELECT c.kafgres_ord,
-       CASE WHEN %s THEN true ELSE false END,
-       %s,
-       %s
-  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),
-                  pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7))
-       AS c(kafgres_ord, kafgres_new, kafgres_old, op, lsn, xid, commit_ts)
-  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, c.kafgres_new) AS new ON c.kafgres_new IS NOT NULL
-  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, c.kafgres_old) AS old ON c.kafgres_old IS NOT NULL
-%s`
+       CASE WHEN %[4]s THEN true ELSE false END,
+       %[5]s,
+       %[6]s
+  FROM (SELECT pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),
+               pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))
+       AS c(kafgres_ord, kafgres_new, kafgres_old, kafgres_new_json, op, lsn, xid, commit_ts)
+  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(c.kafgres_new::%[7]s, c.kafgres_new_json) AS new
+         ON c.kafgres_new IS NOT NULL OR c.kafgres_new_json IS NOT NULL
+  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(c.kafgres_old::%[7]s, NULL::pg_catalog.jsonb) AS old
+         ON c.kafgres_old IS NOT NULL
+ WHERE %[8]s
+UNION ALL
+SELECT -1, false, NULL, NULL WHERE NOT %[8]s
+%[3]s`
 )
 
 // createFunction probes m's expressions as its owner to learn their types
 // (bytea is sent as is, anything else as the UTF-8 of its text form), then
 // creates the render function and hands it to the owner.
-func (r *Renderer) createFunction(ctx context.Context, m *Mapping, name, searchPath string) (renderErr, err error) {
+func (r *Renderer) createFunction(ctx context.Context, m *Mapping, fn *renderFn, searchPath string) (renderErr, err error) {
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("create render function of %s: %w", m.Name, err)
@@ -1103,14 +1170,24 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, name, searchP
 	if _, err := tx.Exec(ctx, "RESET ROLE"); err != nil {
 		return classify(err, "create render function of "+m.Name)
 	}
+	rows, err := tx.Query(ctx, columnsSQL, m.SourceRelID)
+	if err != nil {
+		return classify(err, "read the columns of "+m.Source)
+	}
+	columns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return classify(err, "read the columns of "+m.Source)
+	}
 
 	filterSQL, keySQL, valueSQL := filter, conv(key, sd.Fields[0].DataTypeOID), conv(value, sd.Fields[1].DataTypeOID)
-	body := strings.Join([]string{filterSQL, keySQL, valueSQL}, "\n")
+	guard := fmt.Sprintf(columnsGuardSQL, sqlString(m.Source), textArrayLiteral(columns))
+	body := strings.Join([]string{filterSQL, keySQL, valueSQL, guard}, "\n")
 	tag := dollarTag(body)
 	ddl := []string{
-		fmt.Sprintf(createSQL, name, searchPath, tag, filterSQL, keySQL, valueSQL, m.Source, m.Source, tag),
-		fmt.Sprintf("ALTER FUNCTION %s(%s) OWNER TO %s", name, renderArgs, owner),
-		fmt.Sprintf("REVOKE ALL ON FUNCTION %s(%s) FROM PUBLIC", name, renderArgs),
+		fmt.Sprintf("DROP FUNCTION IF EXISTS %s(%s)", fn.name, oldRenderArgs),
+		fmt.Sprintf(createSQL, fn.name, searchPath, tag, filterSQL, keySQL, valueSQL, m.Source, guard),
+		fmt.Sprintf("ALTER FUNCTION %s(%s) OWNER TO %s", fn.name, renderArgs, owner),
+		fmt.Sprintf("REVOKE ALL ON FUNCTION %s(%s) FROM PUBLIC", fn.name, renderArgs),
 	}
 	for _, stmt := range ddl {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
@@ -1120,7 +1197,29 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, name, searchP
 	if err := tx.Commit(ctx); err != nil {
 		return classify(err, "create render function of "+m.Name)
 	}
+	fn.columns = columns
 	return nil, nil
+}
+
+// textArrayLiteral is names as an SQL text[] constant.
+func textArrayLiteral(names []string) string {
+	if len(names) == 0 {
+		return "'{}'::pg_catalog.text[]"
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = sqlString(n)
+	}
+	return "ARRAY[" + strings.Join(q, ", ") + "]::pg_catalog.text[]"
+}
+
+// sqlString is s as an SQL string constant, whatever
+// standard_conforming_strings is.
+func sqlString(s string) string {
+	if strings.Contains(s, `\`) {
+		return "E'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(s) + "'"
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // dollarTag is a dollar quote that does not occur in body, so the body
@@ -1144,25 +1243,97 @@ func classify(err error, doing string) (renderErr, connErr error) {
 	return nil, fmt.Errorf("%s: %w", doing, err)
 }
 
-const callSQL = `SELECT ord, pass, k, v FROM %s($1::int4[], $2::text[]::jsonb[], $3::text[]::jsonb[], $4::text[],
-	$5::text[]::pg_lsn[], $6::int8[], $7::timestamptz[])`
+// callSQL calls a render function. Its arguments are sent as binary
+// arrays the broker encodes itself (callParams) and its results read in
+// binary, on an unnamed statement with the parameter types given: no
+// describe round trip, and no per-value conversion on either side.
+const callSQL = `SELECT ord, pass, k, v FROM %s($1, $2, $3, $4, $5, $6, $7, $8)`
 
-func callArgs(rows []renderRow, ordBase int) []any {
+// Type OIDs of the render call's parameters.
+const (
+	oidInt4        = 23
+	oidInt8        = 20
+	oidText        = 25
+	oidPgLSN       = 3220
+	oidTimestamptz = 1184
+	oidInt4Array   = 1007
+	oidInt8Array   = 1016
+	oidTextArray   = 1009
+	oidJSONBArray  = 3807
+	oidPgLSNArray  = 3221
+	oidTstzArray   = 1185
+)
+
+// callParams encodes rows as the render function's arguments, in the
+// binary array format (array_recv): ords from ordBase, images as record
+// literals of fn's columns, snapshot rows as jsonb.
+func callParams(fn *renderFn, rows []renderRow, ordBase int) [][]byte {
 	n := len(rows)
 	var (
-		ords = make([]int32, n)
-		news = make([]*string, n)
-		olds = make([]*string, n)
-		ops  = make([]string, n)
-		lsns = make([]string, n)
-		xids = make([]int64, n)
-		tss  = make([]time.Time, n)
+		ords  = arrayHeader(8, oidInt4, n)
+		news  = arrayHeader(64, oidText, n)
+		olds  = arrayHeader(4, oidText, n) // inserts have none
+		jsons = arrayHeader(4, oidJSONB, n)
+		ops   = arrayHeader(5, oidText, n)
+		lsns  = arrayHeader(12, oidPgLSN, n)
+		xids  = arrayHeader(12, oidInt8, n)
+		tss   = arrayHeader(12, oidTimestamptz, n)
 	)
-	for i, row := range rows {
-		ords[i] = int32(ordBase + i)
-		news[i], olds[i], ops[i], lsns[i], xids[i], tss[i] = row.newRow, row.oldRow, row.op, row.lsn.String(), row.xid, row.commitTS
+	for i := range rows {
+		row := &rows[i]
+		ords = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(ords, 4), uint32(int32(ordBase+i)))
+		var newImg, oldImg *decoder.Tuple
+		if row.change != nil {
+			newImg, oldImg = row.change.New, row.change.Old
+		}
+		news = appendLiteralElem(news, newImg, oldImg, fn.columns)
+		olds = appendLiteralElem(olds, oldImg, nil, fn.columns)
+		if row.change == nil {
+			jsons = binary.BigEndian.AppendUint32(jsons, uint32(1+len(row.snapshot)))
+			jsons = append(append(jsons, 1), row.snapshot...) // jsonb's binary format: version 1, then the text
+		} else {
+			jsons = binary.BigEndian.AppendUint32(jsons, nullElem)
+		}
+		ops = append(binary.BigEndian.AppendUint32(ops, uint32(len(row.op))), row.op...)
+		lsns = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(lsns, 8), uint64(row.lsn))
+		xids = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(xids, 8), uint64(row.xid))
+		tss = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(tss, 8), uint64(row.commitTS.UnixMicro()-pgEpochMicros))
 	}
-	return []any{ords, news, olds, ops, lsns, xids, tss}
+	// the has-nulls flag of the arrays that may have NULLs (array_recv
+	// finds out itself whether they do; the flag must only be 0 or 1)
+	news[7], olds[7], jsons[7] = 1, 1, 1
+	return [][]byte{ords, news, olds, jsons, ops, lsns, xids, tss}
+}
+
+const (
+	nullElem      = 0xFFFFFFFF // -1: a NULL element
+	pgEpochMicros = 946684800 * 1_000_000
+)
+
+// arrayHeader starts a one-dimensional binary array of n elements of type
+// elem (lower bound 1), with room for elements of about size bytes each.
+func arrayHeader(size int, elem uint32, n int) []byte {
+	b := make([]byte, 0, 20+size*n)
+	if n == 0 {
+		return append(b, 0, 0, 0, 0, 0, 0, 0, 0, byte(elem>>24), byte(elem>>16), byte(elem>>8), byte(elem))
+	}
+	b = binary.BigEndian.AppendUint32(b, 1) // dimensions
+	b = binary.BigEndian.AppendUint32(b, 0) // has nulls
+	b = binary.BigEndian.AppendUint32(b, elem)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	return binary.BigEndian.AppendUint32(b, 1)
+}
+
+// appendLiteralElem appends t as a text element holding a record literal
+// of columns (NULL when t is nil).
+func appendLiteralElem(b []byte, t, other *decoder.Tuple, columns []string) []byte {
+	if t == nil {
+		return binary.BigEndian.AppendUint32(b, nullElem)
+	}
+	at := len(b)
+	b = appendRecordLiteral(append(b, 0, 0, 0, 0), t, other, columns)
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	return b
 }
 
 // setTimeoutSQL limits each statement of a render transaction. The limit
@@ -1209,40 +1380,112 @@ func (r *Renderer) backstop(ctx context.Context) (context.Context, context.Cance
 }
 
 // beginRender starts a READ ONLY render transaction with the time limit.
-func (r *Renderer) beginRender(b *pgx.Batch) {
-	b.Queue("BEGIN READ ONLY")
+// It returns the number of statements queued.
+func (r *Renderer) beginRender(b *pgconn.Batch) int {
+	b.ExecParams("BEGIN READ ONLY", nil, nil, nil, nil)
 	if r.timeout > 0 {
-		b.Queue(setTimeoutSQL, strconv.FormatInt(r.timeout.Milliseconds(), 10))
+		b.ExecParams(setTimeoutSQL, [][]byte{[]byte(strconv.FormatInt(r.timeout.Milliseconds(), 10))}, []uint32{oidText}, nil, nil)
+		return 2
 	}
+	return 1
 }
 
-// call renders all rows in one round trip (after pgx's describe): BEGIN
-// READ ONLY, the time limit, the function, ROLLBACK. Rolling back undoes
-// every setting the expressions made, set_config(..., false) included;
-// reset clears what a rollback does not.
+// queueCall queues the render call of rows (ords from ordBase) on b.
+func queueCall(b *pgconn.Batch, fn *renderFn, rows []renderRow, ordBase int) {
+	oids := []uint32{oidInt4Array, oidTextArray, oidTextArray, oidJSONBArray, oidTextArray, oidPgLSNArray, oidInt8Array, oidTstzArray}
+	formats := []int16{1} // binary, for every parameter and every result column
+	b.ExecParams(fmt.Sprintf(callSQL, fn.name), callParams(fn, rows, ordBase), oids, formats, formats)
+}
+
+// errStaleColumns is what a render function says when its table's
+// columns are no longer those it was made for.
+var errStaleColumns = errors.New("the columns of the mapping's table changed since its render function was made")
+
+// runBatch sends b and reads the rows of its result number call, the
+// render call; any error of the batch is returned.
+func runBatch(ctx context.Context, pc *pgconn.PgConn, b *pgconn.Batch, call int) ([]rendered, error) {
+	var (
+		res   []rendered
+		arena []byte // the keys and values, copied out of the read buffer
+		bad   error
+		first error // the first statement's error
+	)
+	mrr := pc.ExecBatch(ctx, b)
+	for i := 0; mrr.NextResult(); i++ {
+		rr := mrr.ResultReader()
+		for i == call && rr.NextRow() {
+			vals := rr.Values()
+			if len(vals) != 4 || len(vals[0]) != 4 || len(vals[1]) != 1 {
+				if bad == nil {
+					bad = fmt.Errorf("render call returned a malformed row")
+				}
+				continue
+			}
+			o := rendered{ord: int32(binary.BigEndian.Uint32(vals[0])), pass: vals[1][0] != 0}
+			if o.ord == -1 {
+				bad = errStaleColumns
+				continue
+			}
+			for j, dst := range []*[]byte{&o.k, &o.v} {
+				v := vals[2+j]
+				if v == nil {
+					continue
+				}
+				if len(arena)+len(v) > cap(arena) {
+					arena = make([]byte, 0, max(64<<10, len(v)))
+				}
+				at := len(arena)
+				arena = append(arena, v...)
+				*dst = arena[at:len(arena):len(arena)]
+			}
+			res = append(res, o)
+		}
+		if _, err := rr.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := mrr.Close(); err != nil {
+		return nil, err
+	}
+	if first != nil {
+		return nil, first
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	return res, nil
+}
+
+// call renders all rows in one round trip: BEGIN READ ONLY, the time
+// limit, the function, ROLLBACK, then what reset clears. Rolling back
+// undoes every setting the expressions made, set_config(..., false)
+// included; DEALLOCATE ALL and pg_advisory_unlock_all() clear what a
+// rollback does not.
 func (r *Renderer) call(ctx context.Context, fn *renderFn, rows []renderRow) (res []rendered, renderErr, err error) {
 	conn, err := r.render.Acquire(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("render: %w", err)
 	}
 	defer conn.Release()
-	defer r.reset(ctx, conn)
-	b := &pgx.Batch{}
-	r.beginRender(b)
-	b.Queue(fmt.Sprintf(callSQL, fn.name), callArgs(rows, 0)...).Query(func(rs pgx.Rows) error {
-		var o rendered
-		_, err := pgx.ForEachRow(rs, []any{&o.ord, &o.pass, &o.k, &o.v}, func() error {
-			res = append(res, o)
-			o = rendered{}
-			return nil
-		})
-		return err
-	})
-	b.Queue("ROLLBACK")
+	pc := conn.Conn().PgConn()
+	b := &pgconn.Batch{}
+	call := r.beginRender(b)
+	queueCall(b, fn, rows, 0)
+	b.ExecParams("ROLLBACK", nil, nil, nil, nil)
+	// and what reset clears, in the same round trip; should anything
+	// before fail, the rest is skipped and reset runs
+	b.ExecParams("DEALLOCATE ALL", nil, nil, nil, nil)
+	b.ExecParams("SELECT pg_catalog.pg_advisory_unlock_all()", nil, nil, nil, nil)
 	bctx, cancel := r.backstop(ctx)
-	err = conn.SendBatch(bctx, b).Close()
+	res, err = runBatch(bctx, pc, b, call)
 	cancel()
+	if err != nil || pc.TxStatus() != 'I' {
+		r.reset(ctx, conn)
+	}
 	if err != nil {
+		if errors.Is(err, errStaleColumns) {
+			return nil, err, nil
+		}
 		if te := r.timedOut(ctx, err); te != nil {
 			return nil, te, nil
 		}
@@ -1256,6 +1499,9 @@ func (r *Renderer) call(ctx context.Context, fn *renderFn, rows []renderRow) (re
 // itself being out of date (dropped, or the table's columns or types
 // changed under it) rather than from the rows.
 func staleFunction(err error) bool {
+	if errors.Is(err, errStaleColumns) {
+		return true
+	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return false
@@ -1302,32 +1548,27 @@ func (r *Renderer) callEachTx(ctx context.Context, fn *renderFn, rows []renderRo
 	}
 	defer conn.Release()
 	defer r.reset(ctx, conn)
-	b := &pgx.Batch{}
+	pc := conn.Conn().PgConn()
+	b := &pgconn.Batch{}
 	r.beginRender(b)
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+	if _, err := runBatch(ctx, pc, b, -1); err != nil {
 		return 0, fmt.Errorf("render with %s: %w", fn.name, err)
 	}
-	sql := fmt.Sprintf(callSQL, fn.name)
 	for i := start; i < len(rows); i++ {
-		var got []rendered
-		b := &pgx.Batch{}
-		b.Queue("SAVEPOINT kafgres_row")
-		b.Queue(sql, callArgs(rows[i:i+1], i)...).Query(func(rs pgx.Rows) error {
-			var o rendered
-			_, err := pgx.ForEachRow(rs, []any{&o.ord, &o.pass, &o.k, &o.v}, func() error {
-				got = append(got, o)
-				o = rendered{}
-				return nil
-			})
-			return err
-		})
-		b.Queue("ROLLBACK TO SAVEPOINT kafgres_row")
+		b := &pgconn.Batch{}
+		b.ExecParams("SAVEPOINT kafgres_row", nil, nil, nil, nil)
+		queueCall(b, fn, rows[i:i+1], i)
+		b.ExecParams("ROLLBACK TO SAVEPOINT kafgres_row", nil, nil, nil, nil)
 		bctx, cancel := r.backstop(ctx)
-		err := conn.SendBatch(bctx, b).Close()
+		got, err := runBatch(bctx, pc, b, 1)
 		cancel()
 		if err == nil {
 			*res = append(*res, got...)
 			continue
+		}
+		if errors.Is(err, errStaleColumns) {
+			// not the row's fault: the group is rendered again later
+			return 0, fmt.Errorf("render with %s: %w", fn.name, err)
 		}
 		rowErr := r.timedOut(ctx, err)
 		if rowErr == nil {
@@ -1340,10 +1581,10 @@ func (r *Renderer) callEachTx(ctx context.Context, fn *renderFn, rows []renderRo
 		if stopAtFirst {
 			return len(rows), nil
 		}
-		if conn.Conn().PgConn().IsClosed() {
+		if pc.IsClosed() {
 			return i + 1, nil
 		}
-		if _, err := conn.Exec(ctx, "ROLLBACK TO SAVEPOINT kafgres_row"); err != nil {
+		if err := pc.Exec(ctx, "ROLLBACK TO SAVEPOINT kafgres_row").Close(); err != nil {
 			return 0, fmt.Errorf("render with %s: %w", fn.name, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package mappings
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -82,6 +83,70 @@ func (e *unchangedToastError) Error() string {
 	return fmt.Sprintf("column %s of table %s is a TOASTed value the update did not change, which is not in the WAL; "+
 		"set REPLICA IDENTITY FULL on the table (ALTER TABLE %s REPLICA IDENTITY FULL) so that updates carry it",
 		pgx.Identifier{e.column}.Sanitize(), e.table, e.table)
+}
+
+// unchangedToast is the error of tupleJSON(t, other), without the JSON:
+// the first unchanged TOASTed column of t that other cannot fill.
+func unchangedToast(t, other *decoder.Tuple) *unchangedToastError {
+	if t == nil {
+		return nil
+	}
+	for _, c := range t.Columns {
+		if c.Kind != decoder.ColumnUnchanged {
+			continue
+		}
+		if oc, ok := findColumn(other, c.Name); !ok || oc.Kind != decoder.ColumnText {
+			return &unchangedToastError{column: c.Name}
+		}
+	}
+	return nil
+}
+
+// appendRecordLiteral appends t as the text of a record of the given
+// columns, in their order, which record_in (the row type's input function)
+// parses: each value is the column type's text output, which the column's
+// input function parses again -- what jsonb_populate_record does with the
+// JSON string of tupleJSON, and with the same columns: by name, a column t
+// lacks is NULL, one columns lacks is left out. An unchanged TOASTed value
+// comes from other as in tupleJSON; one other cannot fill is NULL here, but
+// such a row is never rendered (unchangedToast).
+func appendRecordLiteral(b []byte, t, other *decoder.Tuple, columns []string) []byte {
+	b = append(b, '(')
+	for i, name := range columns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var c decoder.Column
+		// the tuple has the table's columns in attribute order, as the
+		// function's were when it was made: look further only when not
+		if i < len(t.Columns) && t.Columns[i].Name == name {
+			c = t.Columns[i]
+		} else if fc, ok := findColumn(t, name); ok {
+			c = fc
+		} else {
+			continue // NULL
+		}
+		if c.Kind == decoder.ColumnUnchanged {
+			c, _ = findColumn(other, name)
+		}
+		if c.Kind != decoder.ColumnText {
+			continue // NULL
+		}
+		// always quoted, so that an empty string is not NULL and no
+		// character of the value ends the field
+		b = append(b, '"')
+		v := c.Value
+		for {
+			j := bytes.IndexAny(v, `"\`)
+			if j < 0 {
+				break
+			}
+			b = append(append(b, v[:j]...), '\\', v[j])
+			v = v[j+1:]
+		}
+		b = append(append(b, v...), '"')
+	}
+	return append(b, ')')
 }
 
 func findColumn(t *decoder.Tuple, name string) (decoder.Column, bool) {

@@ -101,3 +101,54 @@ func TestDollarTag(t *testing.T) {
 		t.Fatalf("dollarTag = %s", tag)
 	}
 }
+
+func TestRecordLiteral(t *testing.T) {
+	old := &decoder.Tuple{Columns: []decoder.Column{col("id", 23, 't', "1"), col("big", 25, 't', "old, big")}}
+	for _, tc := range []struct {
+		name         string
+		tuple, other *decoder.Tuple
+		columns      []string
+		want         string
+	}{
+		{"kinds", &decoder.Tuple{Columns: []decoder.Column{
+			col("id", 23, 't', "1"),
+			col("name", 25, 't', `a "quoted" \ (name), `),
+			col("gone", 25, 'n', ""),
+			col("empty", 25, 't', ""),
+		}}, nil, []string{"id", "name", "gone", "empty"}, `("1","a \"quoted\" \\ (name), ",,"")`},
+		// by name: a column the tuple lacks is NULL, one the function
+		// was not made for is left out, whatever the order
+		{"by name", &decoder.Tuple{Columns: []decoder.Column{
+			col("b", 25, 't', "bee"),
+			col("extra", 25, 't', "x"),
+			col("id", 23, 't', "2"),
+		}}, nil, []string{"id", "a", "b"}, `("2",,"bee")`},
+		{"unchanged toast from old", &decoder.Tuple{Columns: []decoder.Column{
+			col("id", 23, 't', "1"),
+			col("big", 25, 'u', ""),
+		}}, old, []string{"id", "big"}, `("1","old, big")`},
+		{"no columns", &decoder.Tuple{}, nil, nil, `()`},
+	} {
+		if got := string(appendRecordLiteral(nil, tc.tuple, tc.other, tc.columns)); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestUnchangedToast(t *testing.T) {
+	full := &decoder.Tuple{Columns: []decoder.Column{col("id", 23, 't', "1"), col("big", 25, 't', "v")}}
+	keyOnly := &decoder.Tuple{Columns: []decoder.Column{col("id", 23, 't', "1"), col("big", 25, 'n', "")}}
+	upd := &decoder.Tuple{Columns: []decoder.Column{col("id", 23, 't', "1"), col("big", 25, 'u', "")}}
+	if err := unchangedToast(upd, full); err != nil {
+		t.Fatalf("filled from old: %v", err)
+	}
+	for _, other := range []*decoder.Tuple{nil, keyOnly} {
+		if err := unchangedToast(upd, other); err == nil || err.column != "big" {
+			t.Fatalf("not filled: %v", err)
+		}
+		// the same verdict as tupleJSON's
+		if _, err := tupleJSON(upd, other); err == nil {
+			t.Fatal("tupleJSON disagrees")
+		}
+	}
+}

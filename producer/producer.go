@@ -107,7 +107,11 @@ func (p *Producer) Run(ctx context.Context) error {
 		txns, progress := gather(first, events)
 		records := len(txns) > 0
 		if records {
-			if err := p.appendWithRetry(ctx, txns); err != nil {
+			waits, err := p.appendWithRetry(ctx, txns)
+			if err == nil {
+				err = wait(ctx, waits)
+			}
+			if err != nil {
 				// Stopping: the group may not be durable, so it must not
 				// be acknowledged (the decoder reports the last
 				// acknowledgement on its way out).
@@ -151,29 +155,45 @@ func gather(first decoder.Event, events <-chan decoder.Event) ([]*decoder.Transa
 	return txns, progress
 }
 
-// appendWithRetry retries a group whose rendering or append failed for a
-// reason that may pass (Postgres restarting). Nothing was acknowledged, and
-// partitions that did get their batches skip them on the retry. It returns
-// an error only when ctx ends first, and then the group must not be
+// appendWithRetry writes a group, retrying when its rendering or append
+// failed for a reason that may pass (Postgres restarting), and returns the
+// channels that close once the group is durable. Nothing was acknowledged,
+// and partitions that did get their batches skip them on the retry; the
+// waits of every attempt are kept, since a retry that skips a partition
+// must still wait for the earlier attempt's append to it. It returns an
+// error only when ctx ends first, and then the group must not be
 // acknowledged.
-func (p *Producer) appendWithRetry(ctx context.Context, txns []*decoder.Transaction) error {
+func (p *Producer) appendWithRetry(ctx context.Context, txns []*decoder.Transaction) ([]<-chan struct{}, error) {
 	backoff := 100 * time.Millisecond
+	var all []<-chan struct{}
 	for {
-		err := p.appendGroup(ctx, txns)
+		waits, err := p.startGroup(ctx, txns)
+		all = appendWaits(all, waits...)
 		if err == nil {
-			return nil
+			return all, nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		p.logger.Warn("append SQL-produced records; retrying", "err", err, "first_lsn", txns[0].EndLSN, "txns", len(txns))
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// appendWaits adds waits to ws, skipping a channel equal to the last one
+// (partitions appended in one group commit pass share its channel).
+func appendWaits(ws []<-chan struct{}, add ...<-chan struct{}) []<-chan struct{} {
+	for _, ch := range add {
+		if len(ws) == 0 || ws[len(ws)-1] != ch {
+			ws = append(ws, ch)
+		}
+	}
+	return ws
 }
 
 type topicPartition struct {
@@ -225,12 +245,37 @@ func items(tx *decoder.Transaction, rendered mappings.Rendered) []item {
 	return out
 }
 
+// appendGroup writes a group and waits until it is durable.
 func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction) error {
+	waits, err := p.startGroup(ctx, txns)
+	if err != nil {
+		return err
+	}
+	return wait(ctx, waits)
+}
+
+// wait waits for every channel of waits to close, or for ctx.
+func wait(ctx context.Context, waits []<-chan struct{}) error {
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// startGroup renders and writes a group, and returns the channels that
+// close once its appends are durable, without waiting for them (unless the
+// failpoint is armed). On an error the waits returned are those of the
+// partitions that were appended before it.
+func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) ([]<-chan struct{}, error) {
 	var rendered mappings.Rendered
 	if p.renderer != nil {
 		var err error
 		if rendered, err = p.renderer.Render(ctx, txns); err != nil {
-			return fmt.Errorf("render changes: %w", err)
+			return nil, fmt.Errorf("render changes: %w", err)
 		}
 	}
 	pl := p.placement.group()
@@ -243,7 +288,7 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 			if it.unreadable != nil {
 				n++
 				if err := p.deadLetter(ctx, tx, it.lsn, it.unreadable.Err.Error(), unreadableRow(it.unreadable, n)); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
@@ -251,17 +296,17 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 				n++
 				tp, why, err := pl.place(ctx, tx.EndLSN, rec)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				if why == "" {
 					why, err = p.tooLarge(tp, rec)
 					if err != nil {
-						return err
+						return nil, err
 					}
 				}
 				if why != "" {
 					if err := p.deadLetter(ctx, tx, it.lsn, why, deadRecord(rec, n)); err != nil {
-						return err
+						return nil, err
 					}
 					continue
 				}
@@ -274,7 +319,7 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 			if pd == nil {
 				applied, err := p.log.SourceApplied(tp.topic, tp.partition)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				pd = &pending{applied: applied}
 				parts[tp] = pd
@@ -300,16 +345,6 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 	}
 
 	var waits []<-chan struct{}
-	wait := func() error {
-		for _, ch := range waits {
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	}
 	for _, tp := range order {
 		pd := parts[tp]
 		pd.close()
@@ -318,17 +353,19 @@ func (p *Producer) appendGroup(ctx context.Context, txns []*decoder.Transaction)
 		}
 		ch, err := p.log.AppendSourced(tp.topic, tp.partition, pd.batches)
 		if err != nil {
-			return fmt.Errorf("append to %s-%d: %w", tp.topic, tp.partition, err)
+			return waits, fmt.Errorf("append to %s-%d: %w", tp.topic, tp.partition, err)
 		}
-		waits = append(waits, ch)
+		waits = appendWaits(waits, ch)
 		if p.failpoint.Appends > 0 {
-			if err := wait(); err != nil {
-				return err
+			// The failpoint counts durable appends and crashes before
+			// anything after the nth is written: no pipelining while armed.
+			if err := wait(ctx, waits); err != nil {
+				return waits, err
 			}
 			p.appended()
 		}
 	}
-	return wait()
+	return waits, nil
 }
 
 // tooLarge checks a record against its topic's max.message.bytes where it

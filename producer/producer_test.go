@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -372,5 +373,94 @@ func TestStopDoesNotAcknowledgeWhatIsNotDurable(t *testing.T) {
 	}
 	if log.delivered != 0 {
 		t.Fatalf("published %d as delivered", log.delivered)
+	}
+}
+
+// flakyLog fails the first append to partition 1 and makes appends to
+// partition 0 durable only when the test closes gate.
+type flakyLog struct {
+	*fakeLog
+	mu     sync.Mutex
+	gate   chan struct{}
+	failed bool
+}
+
+func (f *flakyLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch) (<-chan struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p == 1 && !f.failed {
+		f.failed = true
+		return nil, errors.New("injected: Postgres restarting")
+	}
+	for _, sb := range b {
+		f.applied[key(topic, p)] = max(f.applied[key(topic, p)], sb.Source)
+	}
+	f.fakeLog.appended[key(topic, p)] = append(f.fakeLog.appended[key(topic, p)], b...)
+	if p == 0 {
+		return f.gate, nil
+	}
+	done := make(chan struct{})
+	close(done)
+	return done, nil
+}
+func (f *flakyLog) SourceApplied(topic string, p int32) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied[key(topic, p)], nil
+}
+func (f *flakyLog) Delivered(uint64, bool) {}
+
+// TestRetryWaitsForEarlierAttempt: when a group fails after appending to
+// some partitions, the retry skips those partitions, but the group is
+// still acknowledged only once their appends from the failed attempt are
+// durable.
+func TestRetryWaitsForEarlierAttempt(t *testing.T) {
+	log := &flakyLog{fakeLog: &fakeLog{partitions: map[string]int32{"t": 2}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}},
+		gate: make(chan struct{})}
+	tx := &decoder.Transaction{EndLSN: 100, CommitTime: time.UnixMilli(1), Items: []decoder.Item{
+		&decoder.Produced{Topic: "t", Partition: 0, Value: []byte("a")},
+		&decoder.Produced{Topic: "t", Partition: 1, Value: []byte("b")},
+	}}
+	src := &oneShot{events: []decoder.Event{tx}, acked: make(chan decoder.LSN, 10)}
+	p := New(src, log, nil, &deadLetters{}, &memEpochs{byTopic: map[int64][]Epoch{}}, slog.Default())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	// The retry comes after 100 ms and appends partition 1 only.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		log.mu.Lock()
+		n := len(log.fakeLog.appended[key("t", 1)])
+		log.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the group was not retried")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case lsn := <-src.acked:
+		t.Fatalf("acknowledged %s while partition 0's append from the failed attempt is not durable", lsn)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(log.gate)
+	select {
+	case lsn := <-src.acked:
+		if lsn != 100 {
+			t.Fatalf("acknowledged %s, want 100", lsn)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not acknowledged once durable")
+	}
+	if got := len(log.fakeLog.appended[key("t", 0)]); got != 1 {
+		t.Fatalf("partition 0 got %d appends, want 1", got)
 	}
 }

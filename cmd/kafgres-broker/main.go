@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -91,6 +93,9 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if addr := os.Getenv("KAFGRES_PPROF_ADDR"); addr != "" {
+		servePprof(ctx, addr, log)
+	}
 	if liveFD >= 0 {
 		ctx = watchLiveness(ctx, liveFD, log)
 	}
@@ -178,4 +183,27 @@ func watchLiveness(parent context.Context, fd int, log *slog.Logger) context.Con
 		cancel(errSupervisorGone)
 	}()
 	return ctx
+}
+
+// servePprof serves net/http/pprof on addr, for profiling the broker under
+// a workload ($KAFGRES_PPROF_ADDR, a debugging aid: unset, nothing listens).
+// It has no authentication, so it is meant for loopback addresses only.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go func() {
+		log.Warn("serving pprof (KAFGRES_PPROF_ADDR)", "addr", addr)
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("pprof listener", "addr", addr, "err", err)
+		}
+	}()
 }

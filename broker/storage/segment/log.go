@@ -51,7 +51,7 @@ type Options struct {
 
 	// Test hooks for the order of durable writes in AppendSourced.
 	beforeBatchWrite func(base int64)     // runs before a batch's bytes are written
-	syncSourceIndex  func(*os.File) error // replaces the source index fsync
+	syncSourceIndex  func(*os.File) error // replaces the source index fsync and fdatasync
 
 	// sourceIndexMaxBytes is the size above which the source index is
 	// rewritten with only its tail; default defaultSourceIndexMaxBytes.
@@ -538,7 +538,7 @@ func (l *Log) Close() error {
 		}
 	}
 	// The source index needs no fsync here: with Fsync on, every write to
-	// it was fsynced before its batches were written.
+	// it was made durable (fdatasync) before its batches were written.
 	if l.src.f != nil {
 		if err := l.src.f.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", l.src.f.Name(), err))

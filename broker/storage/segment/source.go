@@ -9,13 +9,20 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // The source index maps sourced batches to the position of the ordered
 // source (a Postgres WAL LSN) they came from, so that a source replayed after
 // a crash can skip what the log already holds. It is an append-only file of
 // fixed-size entries (base offset int64, source uint64, big endian), in log
-// order.
+// order. Sources are never 0, so an all-zero entry marks the end.
+//
+// With Fsync on, the file is extended with zeros a chunk at a time and
+// entries are made durable with fdatasync: between extensions the file's
+// size and blocks do not change, so the sync writes no inode. That saves
+// 40 % of the CPU of an index sync on ext4 (docs/performance.md), paid for
+// every partition of every group of the SQL producer.
 //
 // The name deliberately does not end in ".index": Kafka's log loader takes
 // every *.index file for a segment index named by its base offset.
@@ -27,6 +34,10 @@ const (
 	// defaultSourceIndexMaxBytes bounds the file: above it the index is
 	// rewritten with only its tail (64Ki entries).
 	defaultSourceIndexMaxBytes = 1 << 20
+
+	// sourceIndexChunk is how far the file is extended with zeros at a
+	// time when Fsync is on (4Ki entries).
+	sourceIndexChunk = 64 << 10
 )
 
 // SourcedBatch is one batch from an ordered source, tagged with its position.
@@ -39,6 +50,7 @@ type SourcedBatch struct {
 type sourceIndex struct {
 	f       *os.File // nil until the first sourced append creates the file
 	size    int64    // bytes of whole entries whose batches are in the log
+	alloc   int64    // size of the file: size plus zeros written ahead
 	applied uint64   // largest source among those entries, 0 if none
 }
 
@@ -68,6 +80,10 @@ func (l *Log) AppendSourced(batches []SourcedBatch, leaderEpoch int32) ([]int64,
 		h, err := appendHeader(b.Batch)
 		if err != nil {
 			return nil, fmt.Errorf("append to %s: batch %d: %w", l.opts.Dir, i, err)
+		}
+		if b.Source == 0 {
+			// An all-zero entry is the end of the index.
+			return nil, fmt.Errorf("append to %s: %w: batch %d has source 0", l.opts.Dir, ErrSourceOrder, i)
 		}
 		if i > 0 && b.Source < batches[i-1].Source {
 			return nil, fmt.Errorf("append to %s: %w: batch %d has source %d after %d",
@@ -144,12 +160,16 @@ func (l *Log) sourceEntries() int {
 	return int(l.src.size / sourceEntrySize)
 }
 
-func (l *Log) syncSource(f *os.File) error {
+func (l *Log) syncSource(f *os.File) error { return l.syncSourceWith(f, (*os.File).Sync) }
+
+// syncSourceWith makes the source index durable with sync (fsync or
+// fdatasync), or with the test hook that replaces both.
+func (l *Log) syncSourceWith(f *os.File, sync func(*os.File) error) error {
 	var err error
 	if l.opts.syncSourceIndex != nil {
 		err = l.opts.syncSourceIndex(f)
 	} else {
-		err = f.Sync()
+		err = sync(f)
 	}
 	if err != nil {
 		return fmt.Errorf("fsync %s: %w", f.Name(), err)
@@ -158,9 +178,9 @@ func (l *Log) syncSource(f *os.File) error {
 }
 
 // writeSourceEntries appends entries to the source index, creating it if
-// needed, and fsyncs it when Fsync is set. A failure marks the log failed:
-// the file may hold part of the entries, and after a failed fsync nothing
-// says which.
+// needed, and makes them durable when Fsync is set. A failure marks the log
+// failed: the file may hold part of the entries, and after a failed fsync
+// nothing says which.
 func (l *Log) writeSourceEntries(entries []byte) error {
 	if l.src.f == nil {
 		path := filepath.Join(l.opts.Dir, sourceIndexFile)
@@ -180,18 +200,53 @@ func (l *Log) writeSourceEntries(entries []byte) error {
 			}
 		}
 	}
+	end := l.src.size + int64(len(entries))
+	if l.opts.Fsync && end > l.src.alloc {
+		// Zeros ahead of the entries, made durable with them, so that the
+		// next writes only overwrite (see sourceIndexChunk).
+		from := max(end, l.src.alloc)
+		alloc := (end + sourceIndexChunk - 1) / sourceIndexChunk * sourceIndexChunk
+		if _, err := l.src.f.WriteAt(make([]byte, alloc-from), from); err != nil {
+			l.err = fmt.Errorf("extend %s: %w", l.src.f.Name(), err)
+			return l.err
+		}
+		l.src.alloc = alloc
+	}
 	if _, err := l.src.f.WriteAt(entries, l.src.size); err != nil {
 		l.err = fmt.Errorf("write %s: %w", l.src.f.Name(), err)
 		return l.err
 	}
-	l.src.size += int64(len(entries))
+	l.src.size = end
+	l.src.alloc = max(l.src.alloc, end)
 	if l.opts.Fsync {
-		if err := l.syncSource(l.src.f); err != nil {
+		// fdatasync is enough: it also writes the file's size and blocks
+		// when they changed (when the file grew, or grew before a restart
+		// and is still not durable), and only then writes the inode.
+		if err := l.syncSourceWith(l.src.f, fdatasync); err != nil {
 			l.err = err
 			return err
 		}
 	}
 	return nil
+}
+
+func fdatasync(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = syscall.Fdatasync(int(fd))
+			if serr != syscall.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // truncateSourceIndex cuts the source index to size bytes, durably when
@@ -203,7 +258,7 @@ func (l *Log) truncateSourceIndex(size int64) error {
 		l.err = fmt.Errorf("truncate %s: %w", l.src.f.Name(), err)
 		return l.err
 	}
-	l.src.size = size
+	l.src.size, l.src.alloc = size, size
 	if l.opts.Fsync {
 		if err := l.syncSource(l.src.f); err != nil {
 			l.err = err
@@ -251,6 +306,13 @@ func (l *Log) recoverSourceIndex() error {
 			return fmt.Errorf("read %s at %d: %w", f.Name(), valid, err)
 		}
 		offset, source := parseSourceEntry(e[:])
+		if source == 0 {
+			// The end of the entries: zeros written ahead (or, before
+			// this, zeros from a file extended by a write that did not
+			// reach the disk).
+			reason = "zeros"
+			break
+		}
 		if offset >= l.end {
 			reason = fmt.Sprintf("entry for offset %d at or past the log end %d", offset, l.end)
 			break
@@ -265,20 +327,48 @@ func (l *Log) recoverSourceIndex() error {
 		prev, applied = offset, source
 		valid += sourceEntrySize
 	}
+	alloc := size
 	if valid < size {
-		l.logger.Warn("truncating source index", "dir", dir, "position", valid,
-			"bytes_dropped", size-valid, "reason", reason)
-		if err := f.Truncate(valid); err != nil {
-			return fmt.Errorf("truncate %s: %w", f.Name(), err)
+		// Zeros after the entries are the space written ahead: keep them.
+		// Anything else is cut, so that what lies ahead is zeros.
+		zero, err := allZero(f, valid, size)
+		if err != nil {
+			return err
 		}
-		if l.opts.Fsync {
-			if err := l.syncSource(f); err != nil {
-				return err
+		if !zero {
+			l.logger.Warn("truncating source index", "dir", dir, "position", valid,
+				"bytes_dropped", size-valid, "reason", reason)
+			if err := f.Truncate(valid); err != nil {
+				return fmt.Errorf("truncate %s: %w", f.Name(), err)
 			}
+			if l.opts.Fsync {
+				if err := l.syncSource(f); err != nil {
+					return err
+				}
+			}
+			alloc = valid
 		}
 	}
-	l.src.size, l.src.applied = valid, applied
+	l.src.size, l.src.alloc, l.src.applied = valid, alloc, applied
 	return l.maybeCompactSourceIndex()
+}
+
+// allZero says whether f holds only zero bytes in [from, to).
+func allZero(f *os.File, from, to int64) (bool, error) {
+	buf := make([]byte, 64<<10)
+	for from < to {
+		n := min(int64(len(buf)), to-from)
+		if _, err := f.ReadAt(buf[:n], from); err != nil {
+			return false, fmt.Errorf("read %s at %d: %w", f.Name(), from, err)
+		}
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		from += n
+	}
+	return true, nil
 }
 
 // maybeCompactSourceIndex rewrites the source index with only its tail once
@@ -356,7 +446,7 @@ func (l *Log) replaceSourceIndex(tail []byte) error {
 	// The open descriptor followed the file through the rename; the old
 	// file is unlinked, so a failure closing it loses nothing.
 	_ = l.src.f.Close()
-	l.src.f, l.src.size = f, int64(len(tail))
+	l.src.f, l.src.size, l.src.alloc = f, int64(len(tail)), int64(len(tail))
 	if l.opts.Fsync {
 		if err := syncDir(dir); err != nil {
 			l.err = err

@@ -16,22 +16,36 @@ type sourceEntry struct {
 	source uint64
 }
 
-// readSourceFile parses the source index file as it is on disk.
+// readSourceFile parses the source index file as it is on disk: its
+// entries, followed by nothing but zeros (written ahead).
 func readSourceFile(t *testing.T, dir string) []sourceEntry {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, sourceIndexFile))
-	if err != nil {
-		t.Fatalf("read source index: %v", err)
-	}
-	if len(b)%sourceEntrySize != 0 {
-		t.Fatalf("source index has %d bytes, not whole entries", len(b))
-	}
+	return parseSourceFile(t, readFile(t, filepath.Join(dir, sourceIndexFile)))
+}
+
+func parseSourceFile(t *testing.T, b []byte) []sourceEntry {
+	t.Helper()
 	var out []sourceEntry
-	for ; len(b) > 0; b = b[sourceEntrySize:] {
+	for ; len(b) >= sourceEntrySize; b = b[sourceEntrySize:] {
 		o, s := parseSourceEntry(b)
+		if s == 0 {
+			break
+		}
 		out = append(out, sourceEntry{o, s})
 	}
+	if len(bytes.Trim(b, "\x00")) != 0 {
+		t.Fatalf("source index has %d bytes after its %d entries that are not zeros", len(b), len(out))
+	}
 	return out
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return b
 }
 
 // sourced makes n sourced batches of records records each, with the given
@@ -298,8 +312,9 @@ func TestSourceIndexTornEntry(t *testing.T) {
 			if l.SourceApplied() != 30 || l.sourceEntries() != 3 {
 				t.Fatalf("applied %d entries %d, want 30 3", l.SourceApplied(), l.sourceEntries())
 			}
-			if b, err := os.ReadFile(filepath.Join(dir, sourceIndexFile)); err != nil || !bytes.Equal(b, orig) {
-				t.Fatalf("source index not cut back to its valid entries: %d bytes, %v", len(b), err)
+			// Cut back to its valid entries, or to them and zeros.
+			if got, want := readSourceFile(t, dir), parseSourceFile(t, orig); !slices.Equal(got, want) {
+				t.Fatalf("source index %v after recovery, want %v", got, want)
 			}
 			// New entries go right after the valid ones.
 			bs := sourced(9, 1, 40)
@@ -428,11 +443,11 @@ func TestAppendSourcedOrderAndRolls(t *testing.T) {
 			b0, _ := simpleBatch(0, 3, 1, 100)
 			opts := Options{Dir: dir, Fsync: fsync, SegmentBytes: int64(2 * len(b0))}
 			opts.syncSourceIndex = func(f *os.File) error {
-				fi, err := f.Stat()
+				b, err := os.ReadFile(f.Name())
 				if err != nil {
 					return err
 				}
-				events = append(events, fmt.Sprintf("sync %d", fi.Size()/sourceEntrySize))
+				events = append(events, fmt.Sprintf("sync %d", len(parseSourceFile(t, b))))
 				return f.Sync()
 			}
 			opts.beforeBatchWrite = func(base int64) {
@@ -657,5 +672,102 @@ func TestAppendSourcedConcurrent(t *testing.T) {
 	l = openTest(t, opts)
 	if l.SourceApplied() != 6001 || l.sourceEntries() != 180 {
 		t.Fatalf("after reopen applied %d entries %d", l.SourceApplied(), l.sourceEntries())
+	}
+}
+
+// With Fsync on, the source index is extended with zeros a chunk at a
+// time, so that most entries overwrite zeros (and need no inode write to
+// be durable); the zeros survive a reopen, which finds the entries before
+// them; without Fsync nothing is written ahead.
+func TestSourceIndexWritesAhead(t *testing.T) {
+	for _, fsync := range []bool{true, false} {
+		t.Run(fmt.Sprint("fsync=", fsync), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{Dir: dir, Fsync: fsync, sourceIndexMaxBytes: 4 * sourceIndexChunk}
+			syncs := 0
+			opts.syncSourceIndex = func(*os.File) error { syncs++; return nil } // speed: no real fsync
+			l := openTest(t, opts)
+			path := filepath.Join(dir, sourceIndexFile)
+			perChunk := sourceIndexChunk / sourceEntrySize
+			var source uint64
+			add := func(n int) {
+				for range n {
+					source++
+					if _, err := l.AppendSourced(sourced(int(source), 1, source), 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			wantSize := func(entries int) int64 {
+				if !fsync {
+					return int64(entries * sourceEntrySize)
+				}
+				return int64((entries + perChunk - 1) / perChunk * sourceIndexChunk)
+			}
+			add(1)
+			if got := fileSize(t, path); got != wantSize(1) {
+				t.Fatalf("after 1 entry the file has %d bytes, want %d", got, wantSize(1))
+			}
+			add(perChunk) // one more than a chunk holds
+			if got := fileSize(t, path); got != wantSize(perChunk+1) {
+				t.Fatalf("after %d entries the file has %d bytes, want %d", perChunk+1, got, wantSize(perChunk+1))
+			}
+			if fsync && syncs != perChunk+1 {
+				t.Fatalf("%d index syncs for %d appends", syncs, perChunk+1)
+			}
+			if got := readSourceFile(t, dir); len(got) != perChunk+1 || got[len(got)-1].source != source {
+				t.Fatalf("%d entries on disk, last %+v", len(got), got[len(got)-1])
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = openTest(t, opts)
+			if l.SourceApplied() != source || l.sourceEntries() != perChunk+1 {
+				t.Fatalf("after reopen applied %d entries %d, want %d %d", l.SourceApplied(), l.sourceEntries(), source, perChunk+1)
+			}
+			if got := fileSize(t, path); got != wantSize(perChunk+1) {
+				t.Fatalf("reopen changed the file to %d bytes, want %d", got, wantSize(perChunk+1))
+			}
+			// The next entry goes right after the last one, over the zeros.
+			add(1)
+			if got := readSourceFile(t, dir); len(got) != perChunk+2 || got[len(got)-1].source != source {
+				t.Fatalf("%d entries after reopen and append", len(got))
+			}
+		})
+	}
+}
+
+// A source index written before entries were written ahead (no zeros after
+// them) is read as it is and extended by the next append.
+func TestSourceIndexWithoutZerosAhead(t *testing.T) {
+	dir := t.TempDir()
+	bases, _ := buildSourcedLog(t, dir, 3)
+	path := filepath.Join(dir, sourceIndexFile)
+	if err := os.Truncate(path, 3*sourceEntrySize); err != nil {
+		t.Fatal(err)
+	}
+	l := openTest(t, Options{Dir: dir, Fsync: true})
+	if l.SourceApplied() != 30 || l.sourceEntries() != 3 {
+		t.Fatalf("applied %d entries %d, want 30 3", l.SourceApplied(), l.sourceEntries())
+	}
+	got := appendSourced(t, l, sourced(7, 1, 40))
+	want := []sourceEntry{{bases[0], 10}, {bases[1], 20}, {bases[2], 30}, {got[0], 40}}
+	if e := readSourceFile(t, dir); !slices.Equal(e, want) {
+		t.Fatalf("source index %v, want %v", e, want)
+	}
+	if n := fileSize(t, path); n != sourceIndexChunk {
+		t.Fatalf("file has %d bytes, want %d", n, sourceIndexChunk)
+	}
+}
+
+// Source 0 would read as the end of the index (an all-zero entry), so it
+// is refused.
+func TestAppendSourcedRejectsSourceZero(t *testing.T) {
+	l := openTest(t, Options{Dir: t.TempDir(), Fsync: true})
+	if _, err := l.AppendSourced(sourced(1, 1, 0), 1); !errors.Is(err, ErrSourceOrder) {
+		t.Fatalf("source 0: %v, want ErrSourceOrder", err)
+	}
+	if l.LogEndOffset() != 0 || l.sourceEntries() != 0 {
+		t.Fatal("a refused batch was written")
 	}
 }
