@@ -487,22 +487,24 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 		if err != nil {
 			return &protocolError{err: fmt.Errorf("XLogData: %w", err)}
 		}
-		f, err := ParseFrame(x.WALData)
-		if err == nil {
-			var t *Transaction
-			if t, err = s.asm.add(f); err == nil {
-				if t == nil {
-					return nil
-				}
-				s.high = max(s.high, t.EndLSN)
-				return s.emit(ctx, t)
+		frames, err := ParseFrames(x.WALData)
+		if err != nil {
+			return &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart)}
+		}
+		for _, f := range frames {
+			t, err := s.asm.add(f)
+			if err != nil {
+				return &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart), kind: f.Kind}
+			}
+			if t == nil {
+				continue
+			}
+			s.high = max(s.high, t.EndLSN)
+			if err := s.emit(ctx, t); err != nil {
+				return err
 			}
 		}
-		pe := &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart)}
-		if len(x.WALData) > 1 {
-			pe.kind = x.WALData[1]
-		}
-		return pe
+		return nil
 	default:
 		return &protocolError{err: fmt.Errorf("unknown CopyData message type 0x%02x", data[0])}
 	}

@@ -10,7 +10,7 @@ import (
 
 // FrameVersion is the only frame format version this package reads
 // (docs/producing.md, "Output plugin frames").
-const FrameVersion = 2
+const FrameVersion = 3
 
 // Frame kinds, the second byte of every frame.
 const (
@@ -123,10 +123,51 @@ type Frame struct {
 // pgEpochMicros is 2000-01-01 00:00:00 UTC in Unix microseconds.
 const pgEpochMicros = 946684800 * 1_000_000
 
-// ParseFrame parses one frame of the kafgres output plugin. It does not
-// retain b: the replication connection reuses its read buffer, so the
-// returned frame refers to a private copy.
+// ParseFrames parses one message of the kafgres output plugin: one or more
+// frames, each preceded by its length as a uint32. It does not retain b:
+// the replication connection reuses its read buffer, so the frames refer
+// to a private copy, one for the whole message.
+func ParseFrames(b []byte) ([]Frame, error) {
+	n := 0
+	for off := 0; off < len(b); n++ {
+		if len(b)-off < 4 {
+			return nil, fmt.Errorf("frame %d: %d bytes left for a 4-byte length", n, len(b)-off)
+		}
+		l := binary.BigEndian.Uint32(b[off:])
+		if uint64(l) > uint64(len(b)-off-4) {
+			if off == 0 && b[0] == 2 {
+				// version 2 sent a frame per message, without a length
+				return nil, fmt.Errorf("frame version 2, want %d (the kafgres.so Postgres loaded is older than the broker)", FrameVersion)
+			}
+			return nil, fmt.Errorf("frame %d: length %d at offset %d, only %d bytes left", n, l, off, len(b)-off-4)
+		}
+		off += 4 + int(l)
+	}
+	buf := append([]byte(nil), b...)
+	if n == 0 {
+		return nil, fmt.Errorf("message without frames")
+	}
+	frames := make([]Frame, 0, n)
+	for off := 0; off < len(buf); {
+		l := int(binary.BigEndian.Uint32(buf[off:]))
+		f, err := parseFrame(buf[off+4 : off+4+l : off+4+l])
+		if err != nil {
+			return nil, fmt.Errorf("frame %d: %w", len(frames), err)
+		}
+		frames = append(frames, f)
+		off += 4 + l
+	}
+	return frames, nil
+}
+
+// ParseFrame parses one frame (without the length that precedes it in a
+// message). It does not retain b.
 func ParseFrame(b []byte) (Frame, error) {
+	return parseFrame(append([]byte(nil), b...))
+}
+
+// parseFrame parses one frame in b, which it may keep.
+func parseFrame(b []byte) (Frame, error) {
 	var f Frame
 	if len(b) < headerLen {
 		return f, fmt.Errorf("frame of %d bytes is shorter than the %d-byte header", len(b), headerLen)
@@ -134,7 +175,7 @@ func ParseFrame(b []byte) (Frame, error) {
 	if b[0] != FrameVersion {
 		return f, fmt.Errorf("frame version %d, want %d", b[0], FrameVersion)
 	}
-	r := reader{b: append([]byte(nil), b...), off: 2}
+	r := reader{b: b, off: 2}
 	if len(b) <= smallFrame {
 		// the names (schema, table, every column's) as substrings of one
 		// string rather than a string each

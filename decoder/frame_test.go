@@ -18,6 +18,16 @@ func header(kind byte, endLSN LSN, xid uint32) enc {
 	return enc{FrameVersion, kind}.u64(uint64(endLSN)).u32(xid)
 }
 
+// message is frames as one message of the plugin: each preceded by its
+// length.
+func message(frames ...enc) []byte {
+	var b []byte
+	for _, f := range frames {
+		b = append(binary.BigEndian.AppendUint32(b, uint32(len(f))), f...)
+	}
+	return b
+}
+
 func (e enc) u8(v byte) enc    { return append(e, v) }
 func (e enc) u16(v uint16) enc { return binary.BigEndian.AppendUint16(e, v) }
 func (e enc) u32(v uint32) enc { return binary.BigEndian.AppendUint32(e, v) }
@@ -206,6 +216,61 @@ func TestParseFrameDoesNotRetainInput(t *testing.T) {
 	}
 }
 
+func TestParseFrames(t *testing.T) {
+	frames := []enc{beginFrame(1, 0x100, 0x110), messageFrame(1, 0x110, 0x50, "x"), commitFrame(1, 0x100, 0x110)}
+	b := message(frames...)
+	got, err := ParseFrames(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(frames) {
+		t.Fatalf("%d frames, want %d", len(got), len(frames))
+	}
+	for i, f := range frames {
+		want, err := ParseFrame(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got[i], want) {
+			t.Fatalf("frame %d: got %+v, want %+v", i, got[i], want)
+		}
+	}
+	for i := range b {
+		b[i] = 0xff
+	}
+	if v := string(got[1].Item.(*Produced).Value); v != "x" {
+		t.Fatalf("content changed with the input buffer: %q", v)
+	}
+}
+
+func TestParseFramesErrors(t *testing.T) {
+	begin := beginFrame(1, 2, 3)
+	tests := []struct {
+		name    string
+		msg     []byte
+		wantErr string
+	}{
+		{"empty", nil, "without frames"},
+		{"short length", []byte{0, 0, 1}, "3 bytes left for a 4-byte length"},
+		{"length beyond message", append(message(begin), 0, 0, 1, 0, 9), "frame 1: length 256 at offset 34, only 1 bytes left"},
+		{"huge length", []byte{0xff, 0xff, 0xff, 0xff, 1}, "length 4294967295"},
+		{"version 2 message", append(enc{2}, begin[1:]...), "frame version 2, want 3"},
+		{"bad frame", message(begin, header('X', 1, 2)), "frame 1: unknown frame kind"},
+		{"zero-length frame", message(begin, enc{}), "frame 1: frame of 0 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := ParseFrames(tt.msg)
+			if err == nil {
+				t.Fatalf("no error, got %+v", f)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %q does not contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
 func TestParseFrameErrors(t *testing.T) {
 	idCol := Column{Name: "id", TypeOID: 23, Kind: ColumnText, Value: []byte("1")}
 	change := func(kind byte) enc { return header(kind, endLSN, 7).u64(1).u32(1).str("s").str("t").ids(1) }
@@ -216,8 +281,8 @@ func TestParseFrameErrors(t *testing.T) {
 	}{
 		{"empty", enc{}, "shorter than"},
 		{"short header", header('B', 1, 2)[:10], "shorter than"},
-		{"version 1", append(enc{1}, beginFrame(1, 2, 3)[1:]...), "frame version 1, want 2"},
-		{"version 3", append(enc{3}, beginFrame(1, 2, 3)[1:]...), "frame version 3, want 2"},
+		{"version 2", append(enc{2}, beginFrame(1, 2, 3)[1:]...), "frame version 2, want 3"},
+		{"version 4", append(enc{4}, beginFrame(1, 2, 3)[1:]...), "frame version 4, want 3"},
 		{"unknown kind", header('X', 1, 2), "unknown frame kind"},
 		{"begin truncated", beginFrame(1, 2, 3)[:20], "need 8 bytes"},
 		{"commit trailing", commitFrame(1, 2, 3).u8(0), "trailing"},

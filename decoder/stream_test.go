@@ -8,13 +8,14 @@ import (
 	"time"
 )
 
-// xlogData wraps a frame the way the walsender does ('w' message).
-func xlogData(frame []byte) []byte {
+// xlogData wraps frames the way the plugin and the walsender do: each
+// preceded by its length, in one 'w' message.
+func xlogData(frames ...enc) []byte {
 	b := []byte{'w'}
 	b = binary.BigEndian.AppendUint64(b, 0x10) // WAL start
 	b = binary.BigEndian.AppendUint64(b, 0x20) // server WAL end
 	b = binary.BigEndian.AppendUint64(b, 0)    // server time
-	return append(b, frame...)
+	return append(b, message(frames...)...)
 }
 
 // keepalive is a 'k' message that does not ask for a reply.
@@ -73,6 +74,45 @@ func TestStreamHandle(t *testing.T) {
 	}
 	if p, ok := got[2].(Progress); !ok || p.LSN != 0x300 {
 		t.Fatalf("event 2: %+v", got[2])
+	}
+}
+
+// The plugin writes a transaction's frames as one message, and a message
+// may end one transaction and hold the next: each is delivered whole, in
+// order.
+func TestStreamHandleBatchedFrames(t *testing.T) {
+	out := make(chan Event, 10)
+	s := &stream{d: New(Config{}), out: out, nextStatus: time.Now().Add(time.Hour)}
+	ctx := context.Background()
+	msgs := [][]byte{
+		xlogData(beginFrame(5, 0x200, 0x230), messageFrame(5, 0x230, 0x1f0, "a"), commitFrame(5, 0x200, 0x230)),
+		xlogData(beginFrame(6, 0x300, 0x330), messageFrame(6, 0x330, 0x2f0, "b")),
+		xlogData(messageFrame(6, 0x330, 0x2f8, "c"), commitFrame(6, 0x300, 0x330),
+			beginFrame(7, 0x400, 0x430), messageFrame(7, 0x430, 0x3f0, "d"), commitFrame(7, 0x400, 0x430)),
+	}
+	for i, m := range msgs {
+		if err := s.handle(ctx, m); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	got := drain(out)
+	want := []struct {
+		xid    uint32
+		values []string
+	}{{5, []string{"a"}}, {6, []string{"b", "c"}}, {7, []string{"d"}}}
+	if len(got) != len(want) {
+		t.Fatalf("got %d events %+v, want %d transactions", len(got), got, len(want))
+	}
+	for i, w := range want {
+		txn, ok := got[i].(*Transaction)
+		if !ok || txn.Xid != w.xid || len(txn.Items) != len(w.values) {
+			t.Fatalf("event %d: %+v, want transaction %d with %d items", i, got[i], w.xid, len(w.values))
+		}
+		for j, v := range w.values {
+			if p, ok := txn.Items[j].(*Produced); !ok || string(p.Value) != v {
+				t.Fatalf("transaction %d item %d: %+v, want value %q", w.xid, j, txn.Items[j], v)
+			}
+		}
 	}
 }
 
@@ -165,7 +205,8 @@ func TestStreamHandleErrors(t *testing.T) {
 		{"unknown message", []byte{'x', 1, 2}, 0},
 		{"short keepalive", []byte{'k', 1}, 0},
 		{"short XLogData", []byte{'w', 1}, 0},
-		{"garbage frame", xlogData([]byte{1, 'Z', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}), 'Z'},
+		{"garbage frame", xlogData(enc{1, 'Z', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}), 0},
+		{"frame longer than the message", append(xlogData(beginFrame(1, 2, 3)), 0, 0, 0, 9, 1), 0},
 		{"message outside transaction", xlogData(messageFrame(1, 2, 3, "x")), 'M'},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

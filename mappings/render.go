@@ -232,22 +232,9 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) (Ren
 		return nil, err
 	}
 	// Privileges can be revoked at any time, and REVOKE notifies nobody:
-	// check every group, just before its rows are rendered.
-	ms := make([]*Mapping, len(jobs))
-	for i, j := range jobs {
-		ms[i] = j.m
-	}
-	denied, err := r.checkAccess(ctx, ms)
-	if err != nil {
-		return nil, err
-	}
+	// every render call checks its mapping's owner first (callSQL).
 	for _, j := range jobs {
-		if reason, ok := denied[j.m.ID]; ok {
-			err = r.pause(ctx, j, reason)
-		} else {
-			err = r.renderJob(ctx, j, out)
-		}
-		if err != nil {
+		if err := r.renderJob(ctx, j, out, true); err != nil {
 			r.flushStatus(ctx, true)
 			return nil, err
 		}
@@ -382,7 +369,10 @@ func (r *Renderer) snapshotsStarted(ctx context.Context, ids, xids []int64) (map
 // dead-lettered or stall the mapping (an error), as its on_error says;
 // a retired mapping, or one whose definition can never render, never
 // stalls.
-func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
+// retryDenied says whether a call refused by the access check may be
+// tried again, once, after the check found the owner gone (which makes the
+// definition broken: its rows are dead-lettered).
+func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered, retryDenied bool) error {
 	// rows that cannot be rendered whatever the definition fail first
 	var (
 		failed []failure
@@ -400,7 +390,21 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 			idx = append(idx, i)
 		}
 	}
+	if len(rows) == 0 {
+		// no call to check the owner on the way: check here, so that a
+		// paused mapping says so whatever its rows
+		denied, err := r.checkAccess(ctx, []*Mapping{j.m})
+		if err != nil {
+			return err
+		}
+		if reason, ok := denied[j.m.ID]; ok {
+			return r.pause(ctx, j, reason)
+		}
+	}
 	res, rowFailed, err := r.renderRows(ctx, j, rows)
+	if errors.Is(err, errAccessRefused) {
+		return r.refused(ctx, j, out, retryDenied)
+	}
 	if err != nil {
 		return err
 	}
@@ -468,7 +472,7 @@ func (r *Renderer) renderRows(ctx context.Context, j *job, rows []renderRow) ([]
 	}
 	var res []rendered
 	if renderErr == nil {
-		res, renderErr, err = r.call(ctx, fn, rows)
+		res, renderErr, err = r.call(ctx, j.m, fn, rows)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -489,13 +493,16 @@ func (r *Renderer) renderRows(ctx context.Context, j *job, rows []renderRow) ([]
 			return nil, all(fn.broken), nil
 		}
 		if renderErr == nil {
-			if res, renderErr, err = r.call(ctx, fn, rows); err != nil {
+			if res, renderErr, err = r.call(ctx, j.m, fn, rows); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
 	if renderErr == nil {
 		return res, nil, nil
+	}
+	if errors.Is(renderErr, errAccessRefused) {
+		return nil, nil, renderErr
 	}
 	if errors.Is(renderErr, errStaleColumns) {
 		// the columns changed again while the function was being made:
@@ -575,6 +582,29 @@ func (r *Renderer) pause(ctx context.Context, j *job, reason string) error {
 		failed[i] = failure{row: i, err: errors.New(msg)}
 	}
 	return r.deadLetter(ctx, j, failed)
+}
+
+// errAccessRefused is what a render call says when the access check in
+// front of it (callSQL) refused to run the function: the mapping's owner
+// may no longer read its table, or is gone.
+var errAccessRefused = errors.New("render call refused by the access check")
+
+// refused handles a group whose owner the access check refused, asking
+// again for the reason: a pause; or, for an owner that is gone, the
+// definition's end (rendered again, once, to find it broken). Access given
+// back in between is rare enough to be left to the group's retry.
+func (r *Renderer) refused(ctx context.Context, j *job, out Rendered, retry bool) error {
+	denied, err := r.checkAccess(ctx, []*Mapping{j.m})
+	if err != nil {
+		return err
+	}
+	if reason, ok := denied[j.m.ID]; ok {
+		return r.pause(ctx, j, reason)
+	}
+	if j.m.Owner == "" && retry {
+		return r.renderJob(ctx, j, out, false)
+	}
+	return fmt.Errorf("render with mapping %s: the access check refused the call but finds nothing to refuse now", j.m.Name)
 }
 
 // deadLetter writes the failed rows of j to kafgres.dead_letter.
@@ -1113,12 +1143,23 @@ SELECT a.attname::pg_catalog.text
            AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped)
        OPERATOR(pg_catalog.=) %[2]s`
 
-	createSQL = `CREATE OR REPLACE FUNCTION %[1]s(ord int[], new_rows text[], old_rows text[], new_json jsonb[], op text[],
-                                   lsn pg_lsn[], xid bigint[], commit_ts timestamptz[])
+	// PL/pgSQL rather than SQL: a SQL function that is not inlined (and
+	// SECURITY DEFINER prevents that) plans its body afresh in every
+	// calling statement, which was half of a one-row render's time;
+	// PL/pgSQL keeps the plan for the session. The parameters have no
+	// names (the body uses $1..$8) and the columns of c win over the
+	// result variables, so an expression reads exactly what the probe
+	// accepted it with. The function was SQL with named parameters up to
+	// 0.4.0, which CREATE OR REPLACE cannot turn into this: it is dropped
+	// first.
+	createSQL = `CREATE FUNCTION %[1]s(int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[])
 RETURNS TABLE (ord int, pass boolean, k bytea, v bytea)
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path TO %[2]s
 AS %[3]s
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
 SELECT c.kafgres_ord,
        CASE WHEN %[4]s THEN true ELSE false END,
        %[5]s,
@@ -1132,7 +1173,8 @@ SELECT c.kafgres_ord,
          ON c.kafgres_old IS NOT NULL
  WHERE %[8]s
 UNION ALL
-SELECT -1, false, NULL, NULL WHERE NOT %[8]s
+SELECT -1, false, NULL, NULL WHERE NOT %[8]s;
+END
 %[3]s`
 )
 
@@ -1185,6 +1227,7 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, fn *renderFn,
 	tag := dollarTag(body)
 	ddl := []string{
 		fmt.Sprintf("DROP FUNCTION IF EXISTS %s(%s)", fn.name, oldRenderArgs),
+		fmt.Sprintf("DROP FUNCTION IF EXISTS %s(%s)", fn.name, renderArgs),
 		fmt.Sprintf(createSQL, fn.name, searchPath, tag, filterSQL, keySQL, valueSQL, m.Source, guard),
 		fmt.Sprintf("ALTER FUNCTION %s(%s) OWNER TO %s", fn.name, renderArgs, owner),
 		fmt.Sprintf("REVOKE ALL ON FUNCTION %s(%s) FROM PUBLIC", fn.name, renderArgs),
@@ -1249,9 +1292,19 @@ func classify(err error, doing string) (renderErr, connErr error) {
 // describe round trip, and no per-value conversion on either side.
 const callSQL = `SELECT ord, pass, k, v FROM %s($1, $2, $3, $4, $5, $6, $7, $8)`
 
+// checkedCallSQL is callSQL behind the check that the mapping's owner may
+// still read its table (mapping_denial of $9, the table, and $10, the
+// owner). The check has no column in it, so it is a one-time filter: when
+// it fails the function is never called, and the call returns no row at
+// all. Checking in the call's own round trip and snapshot, rather than in
+// a query before it, takes a round trip off every group.
+const checkedCallSQL = callSQL + `
+ WHERE kafgres.mapping_denial($9, $10) IS NULL`
+
 // Type OIDs of the render call's parameters.
 const (
 	oidInt4        = 23
+	oidOID         = 26
 	oidInt8        = 20
 	oidText        = 25
 	oidPgLSN       = 3220
@@ -1390,11 +1443,19 @@ func (r *Renderer) beginRender(b *pgconn.Batch) int {
 	return 1
 }
 
-// queueCall queues the render call of rows (ords from ordBase) on b.
-func queueCall(b *pgconn.Batch, fn *renderFn, rows []renderRow, ordBase int) {
+// queueCall queues the render call of rows (ords from ordBase) on b,
+// behind the access check of m's owner unless m is nil.
+func queueCall(b *pgconn.Batch, fn *renderFn, rows []renderRow, ordBase int, m *Mapping) {
 	oids := []uint32{oidInt4Array, oidTextArray, oidTextArray, oidJSONBArray, oidTextArray, oidPgLSNArray, oidInt8Array, oidTstzArray}
 	formats := []int16{1} // binary, for every parameter and every result column
-	b.ExecParams(fmt.Sprintf(callSQL, fn.name), callParams(fn, rows, ordBase), oids, formats, formats)
+	params := callParams(fn, rows, ordBase)
+	sql := fmt.Sprintf(callSQL, fn.name)
+	if m != nil {
+		sql = fmt.Sprintf(checkedCallSQL, fn.name)
+		oids = append(oids, oidOID, oidOID)
+		params = append(params, binary.BigEndian.AppendUint32(nil, m.SourceRelID), binary.BigEndian.AppendUint32(nil, m.OwnerRole))
+	}
+	b.ExecParams(sql, params, oids, formats, formats)
 }
 
 // errStaleColumns is what a render function says when its table's
@@ -1461,7 +1522,7 @@ func runBatch(ctx context.Context, pc *pgconn.PgConn, b *pgconn.Batch, call int)
 // undoes every setting the expressions made, set_config(..., false)
 // included; DEALLOCATE ALL and pg_advisory_unlock_all() clear what a
 // rollback does not.
-func (r *Renderer) call(ctx context.Context, fn *renderFn, rows []renderRow) (res []rendered, renderErr, err error) {
+func (r *Renderer) call(ctx context.Context, m *Mapping, fn *renderFn, rows []renderRow) (res []rendered, renderErr, err error) {
 	conn, err := r.render.Acquire(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("render: %w", err)
@@ -1470,7 +1531,7 @@ func (r *Renderer) call(ctx context.Context, fn *renderFn, rows []renderRow) (re
 	pc := conn.Conn().PgConn()
 	b := &pgconn.Batch{}
 	call := r.beginRender(b)
-	queueCall(b, fn, rows, 0)
+	queueCall(b, fn, rows, 0, m)
 	b.ExecParams("ROLLBACK", nil, nil, nil, nil)
 	// and what reset clears, in the same round trip; should anything
 	// before fail, the rest is skipped and reset runs
@@ -1491,6 +1552,10 @@ func (r *Renderer) call(ctx context.Context, fn *renderFn, rows []renderRow) (re
 		}
 		renderErr, err = classify(err, "render with "+fn.name)
 		return nil, renderErr, err
+	}
+	if len(res) == 0 && len(rows) > 0 {
+		// every row of a call that ran comes back, passed or not
+		return nil, errAccessRefused, nil
 	}
 	return res, nil, nil
 }
@@ -1557,7 +1622,7 @@ func (r *Renderer) callEachTx(ctx context.Context, fn *renderFn, rows []renderRo
 	for i := start; i < len(rows); i++ {
 		b := &pgconn.Batch{}
 		b.ExecParams("SAVEPOINT kafgres_row", nil, nil, nil, nil)
-		queueCall(b, fn, rows[i:i+1], i)
+		queueCall(b, fn, rows[i:i+1], i, nil)
 		b.ExecParams("ROLLBACK TO SAVEPOINT kafgres_row", nil, nil, nil, nil)
 		bctx, cancel := r.backstop(ctx)
 		got, err := runBatch(bctx, pc, b, 1)

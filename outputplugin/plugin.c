@@ -12,9 +12,10 @@
  * nothing but keepalives, and so that no message written by hand with our
  * prefix ever reaches it.
  *
- * The output is binary; every OutputPluginWrite is one frame.  The format is
- * specified in docs/producing.md ("Output plugin frames"), which is the
- * contract with decoder/ -- change both together.
+ * The output is binary: frames, gathered into one OutputPluginWrite per
+ * transaction (or per KAFGRES_BATCH_BYTES of a large one), each preceded by
+ * its length.  The format is specified in docs/producing.md ("Output plugin
+ * frames"), which is the contract with decoder/ -- change both together.
  *
  * kafgres.mapping is a user_catalog_table, so it can be read here under the
  * historic snapshot: the answer to "which mappings does this change
@@ -55,7 +56,17 @@
 #include "auth.h"
 
 /* first byte of every frame; bump it with docs/producing.md */
-#define KAFGRES_FRAME_VERSION	2
+#define KAFGRES_FRAME_VERSION	3
+
+/*
+ * Frames are gathered and written together once a transaction ends or they
+ * reach this size.  Every write is a CopyData message the walsender tries
+ * to send at once, and one the broker must read: a write per frame cost a
+ * send() per row here and a read per few rows there.  A batch of more than
+ * KAFGRES_BATCH_KEEP bytes (one huge row) is freed after it is written.
+ */
+#define KAFGRES_BATCH_BYTES		(64 * 1024)
+#define KAFGRES_BATCH_KEEP		(1024 * 1024)
 
 /* see docs/producing.md */
 #define FRAME_BEGIN				'B'
@@ -104,6 +115,13 @@ typedef struct KafgresDecodingData
 
 	/* whether the current transaction's B frame has been written */
 	bool		begin_written;
+
+	/*
+	 * Frames not yet written (each a uint32 length and the frame), in
+	 * ctx->context, and where the one being built starts.
+	 */
+	StringInfo	batch;
+	int			frame_start;
 
 	/* changes skipped since we last wrote or reported progress */
 	int			skipped_changes;
@@ -194,8 +212,10 @@ static int	compare_int64(const void *a, const void *b);
 static void send_mapping_ids(StringInfo out, RelMappingsEntry *entry,
 							 XLogRecPtr lsn);
 static void skipped_change(LogicalDecodingContext *ctx);
-static void write_header(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
-						 char kind);
+static StringInfo begin_frame(LogicalDecodingContext *ctx,
+							  ReorderBufferTXN *txn, char kind);
+static void end_frame(LogicalDecodingContext *ctx);
+static void write_frames(LogicalDecodingContext *ctx);
 static void ensure_begin_written(LogicalDecodingContext *ctx,
 								 ReorderBufferTXN *txn);
 static void send_string16(StringInfo out, const char *str);
@@ -228,6 +248,7 @@ kafgres_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt,
 	KafgresDecodingData *data;
 	ListCell   *option;
 	MemoryContextCallback *gone;
+	MemoryContext old;
 
 	/*
 	 * The format has no options.  Refuse any, rather than
@@ -254,6 +275,9 @@ kafgres_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt,
 											  "kafgres transaction context",
 											  ALLOCSET_SMALL_SIZES);
 	reset_txn_state(data);
+	old = MemoryContextSwitchTo(ctx->context);
+	data->batch = makeStringInfo();
+	MemoryContextSwitchTo(old);
 
 	/*
 	 * Relcache invalidations reach the callback below while we decode:
@@ -396,10 +420,12 @@ kafgres_commit_txn(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 
 	if (data->begin_written)
 	{
-		write_header(ctx, txn, FRAME_COMMIT);
-		pq_sendint64(ctx->out, txn->final_lsn);
-		pq_sendint64(ctx->out, txn->xact_time.commit_time);
-		OutputPluginWrite(ctx, true);
+		StringInfo	out = begin_frame(ctx, txn, FRAME_COMMIT);
+
+		pq_sendint64(out, txn->final_lsn);
+		pq_sendint64(out, txn->xact_time.commit_time);
+		end_frame(ctx);
+		write_frames(ctx);
 	}
 	else
 	{
@@ -423,6 +449,7 @@ kafgres_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	const char *payload;
 	Size		payload_size;
 	const char *why;
+	StringInfo	out;
 
 	if (strcmp(prefix, "kafgres") != 0)
 		return;
@@ -461,11 +488,11 @@ kafgres_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 
 	ensure_begin_written(ctx, txn);
 
-	write_header(ctx, txn, FRAME_MESSAGE);
-	pq_sendint64(ctx->out, message_lsn);
-	pq_sendint32(ctx->out, (uint32) payload_size);
-	pq_sendbytes(ctx->out, payload, (int) payload_size);
-	OutputPluginWrite(ctx, true);
+	out = begin_frame(ctx, txn, FRAME_MESSAGE);
+	pq_sendint64(out, message_lsn);
+	pq_sendint32(out, (uint32) payload_size);
+	pq_sendbytes(out, payload, (int) payload_size);
+	end_frame(ctx);
 }
 
 /*
@@ -500,6 +527,7 @@ kafgres_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	RelMappingsEntry *mappings;
 	MemoryContext old;
 	char		kind;
+	StringInfo	out;
 
 	/*
 	 * A change of kafgres.mapping itself may map or unmap tables for the
@@ -560,21 +588,21 @@ kafgres_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 
 	ensure_begin_written(ctx, txn);
 
-	write_header(ctx, txn, kind);
-	pq_sendint64(ctx->out, change->lsn);
-	pq_sendint32(ctx->out, relid);
-	send_relation_name(ctx->out, relation);
-	send_mapping_ids(ctx->out, mappings, change->lsn);
+	out = begin_frame(ctx, txn, kind);
+	pq_sendint64(out, change->lsn);
+	pq_sendint32(out, relid);
+	send_relation_name(out, relation);
+	send_mapping_ids(out, mappings, change->lsn);
 
-	pq_sendbyte(ctx->out, newtuple != NULL ? 1 : 0);
+	pq_sendbyte(out, newtuple != NULL ? 1 : 0);
 	if (newtuple != NULL)
-		send_tuple(ctx->out, tupdesc, newtuple, NULL);
+		send_tuple(out, tupdesc, newtuple, NULL);
 
-	pq_sendbyte(ctx->out, oldtuple != NULL ? 1 : 0);
+	pq_sendbyte(out, oldtuple != NULL ? 1 : 0);
 	if (oldtuple != NULL)
-		send_tuple(ctx->out, tupdesc, oldtuple, old_attrs);
+		send_tuple(out, tupdesc, oldtuple, old_attrs);
 
-	OutputPluginWrite(ctx, true);
+	end_frame(ctx);
 
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(data->context);
@@ -589,6 +617,7 @@ kafgres_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	RelMappingsEntry **mappings;
 	int			nmapped = 0;
 	int			i;
+	StringInfo	out;
 
 	/* TRUNCATE kafgres.mapping unmaps everything from here on */
 	if (data->rels_invalidated)
@@ -630,20 +659,20 @@ kafgres_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 
 	ensure_begin_written(ctx, txn);
 
-	write_header(ctx, txn, FRAME_TRUNCATE);
-	pq_sendint64(ctx->out, change->lsn);
-	pq_sendint16(ctx->out, (uint16) nmapped);
+	out = begin_frame(ctx, txn, FRAME_TRUNCATE);
+	pq_sendint64(out, change->lsn);
+	pq_sendint16(out, (uint16) nmapped);
 	for (i = 0; i < nrelations; i++)
 	{
 		Relation	relation = relations[i];
 
 		if (mappings[i]->nmappings == 0)
 			continue;
-		pq_sendint32(ctx->out, RelationGetRelid(relation));
-		send_relation_name(ctx->out, relation);
-		send_mapping_ids(ctx->out, mappings[i], change->lsn);
+		pq_sendint32(out, RelationGetRelid(relation));
+		send_relation_name(out, relation);
+		send_mapping_ids(out, mappings[i], change->lsn);
 	}
-	OutputPluginWrite(ctx, true);
+	end_frame(ctx);
 
 	MemoryContextReset(data->context);
 }
@@ -1001,28 +1030,78 @@ skipped_change(LogicalDecodingContext *ctx)
 
 	if (++data->skipped_changes >= SKIPPED_CHANGES_THRESHOLD)
 	{
+		/* what we gathered goes first, as it would have unbatched */
+		write_frames(ctx);
 		OutputPluginUpdateProgress(ctx, false);
 		data->skipped_changes = 0;
 	}
 }
 
 /*
- * Start a frame: prepare the write and put the common header into ctx->out.
- * The caller appends the kind's fields and calls OutputPluginWrite.
+ * Start a frame in the batch: its length (filled in by end_frame) and the
+ * common header.  The caller appends the kind's fields to the StringInfo
+ * returned and calls end_frame.
  */
-static void
-write_header(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, char kind)
+static StringInfo
+begin_frame(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, char kind)
 {
 	KafgresDecodingData *data = ctx->output_plugin_private;
+	StringInfo	out = data->batch;
+
+	data->frame_start = out->len;
+	pq_sendint32(out, 0);
+	pq_sendbyte(out, KAFGRES_FRAME_VERSION);
+	pq_sendbyte(out, (uint8) kind);
+	pq_sendint64(out, txn->end_lsn);
+	pq_sendint32(out, txn->xid);
+
+	/* anything sent counts as a sign of life, and this will be */
+	data->skipped_changes = 0;
+	return out;
+}
+
+/* End the frame begin_frame started; write the batch once it is large. */
+static void
+end_frame(LogicalDecodingContext *ctx)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+	StringInfo	out = data->batch;
+	Size		len = out->len - data->frame_start - sizeof(uint32);
+	uint32		nlen;
+
+	/* a StringInfo holds at most MaxAllocSize bytes, below 4 GB */
+	Assert(len <= PG_UINT32_MAX);
+	nlen = pg_hton32((uint32) len);
+	memcpy(out->data + data->frame_start, &nlen, sizeof(nlen));
+
+	if (out->len >= KAFGRES_BATCH_BYTES)
+		write_frames(ctx);
+}
+
+/* Write the frames gathered so far, if any, as one message. */
+static void
+write_frames(LogicalDecodingContext *ctx)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+	StringInfo	batch = data->batch;
+
+	if (batch->len == 0)
+		return;
 
 	OutputPluginPrepareWrite(ctx, true);
-	pq_sendbyte(ctx->out, KAFGRES_FRAME_VERSION);
-	pq_sendbyte(ctx->out, (uint8) kind);
-	pq_sendint64(ctx->out, txn->end_lsn);
-	pq_sendint32(ctx->out, txn->xid);
+	appendBinaryStringInfo(ctx->out, batch->data, batch->len);
+	OutputPluginWrite(ctx, true);
 
-	/* anything written counts as a sign of life */
-	data->skipped_changes = 0;
+	if (batch->maxlen > KAFGRES_BATCH_KEEP)
+	{
+		MemoryContext old = MemoryContextSwitchTo(ctx->context);
+
+		pfree(batch->data);
+		initStringInfo(batch);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		resetStringInfo(batch);
 }
 
 /* Write the transaction's B frame, unless it has been written already. */
@@ -1030,14 +1109,15 @@ static void
 ensure_begin_written(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 {
 	KafgresDecodingData *data = ctx->output_plugin_private;
+	StringInfo	out;
 
 	if (data->begin_written)
 		return;
 
-	write_header(ctx, txn, FRAME_BEGIN);
-	pq_sendint64(ctx->out, txn->final_lsn);
-	pq_sendint64(ctx->out, txn->xact_time.commit_time);
-	OutputPluginWrite(ctx, true);
+	out = begin_frame(ctx, txn, FRAME_BEGIN);
+	pq_sendint64(out, txn->final_lsn);
+	pq_sendint64(out, txn->xact_time.commit_time);
+	end_frame(ctx);
 
 	data->begin_written = true;
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -329,27 +330,131 @@ func eventuallyTrue(t *testing.T, conn *pgx.Conn, query string) {
 	}
 }
 
-// peekFrames is what the slot holds, parsed (pg_logical_slot_peek_binary_changes
-// runs the plugin; the slot must not be in use).
-func peekFrames(t *testing.T, conn *pgx.Conn, slot string) []decoder.Frame {
+// peekMessages is what the slot holds: the plugin's messages, each parsed
+// into its frames (pg_logical_slot_peek_binary_changes runs the plugin; the
+// slot must not be in use).
+func peekMessages(t *testing.T, conn *pgx.Conn, slot string) (raw [][]byte, parsed [][]decoder.Frame) {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), `SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL)`, slot)
 	if err != nil {
 		t.Fatalf("peek slot %s: %v", slot, err)
 	}
-	bs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	raw, err = pgx.CollectRows(rows, pgx.RowTo[[]byte])
 	if err != nil {
 		t.Fatalf("peek slot %s: %v", slot, err)
 	}
-	var frames []decoder.Frame
-	for _, b := range bs {
-		f, err := decoder.ParseFrame(b)
+	for _, b := range raw {
+		fs, err := decoder.ParseFrames(b)
 		if err != nil {
-			t.Fatalf("frame %x: %v", b, err)
+			t.Fatalf("message %x: %v", b, err)
 		}
-		frames = append(frames, f)
+		parsed = append(parsed, fs)
+	}
+	return raw, parsed
+}
+
+// peekFrames is what the slot holds, as frames.
+func peekFrames(t *testing.T, conn *pgx.Conn, slot string) []decoder.Frame {
+	t.Helper()
+	_, msgs := peekMessages(t, conn, slot)
+	var frames []decoder.Frame
+	for _, fs := range msgs {
+		frames = append(frames, fs...)
 	}
 	return frames
+}
+
+// TestPipelineFramesBatched: the plugin writes a transaction's frames as
+// one message, a large transaction's in messages of about 64 KiB, and
+// nothing for a transaction without kafgres content, however long.
+func TestPipelineFramesBatched(t *testing.T) {
+	c := harness.Start(t)
+	conn := c.Conn(t)
+	const rows = 3000
+	mustExec(t, conn,
+		`SELECT 'init' FROM pg_create_logical_replication_slot('frames_batch', 'kafgres')`,
+		`CREATE TABLE batched (id int PRIMARY KEY, note text)`,
+		`CREATE TABLE unmapped (id int PRIMARY KEY)`,
+		`SELECT kafgres_create_topic('batched', 1)`,
+		`SELECT kafgres_add_mapping('batched', 'batched', 'batched')`,
+		`INSERT INTO batched SELECT g, 'small' FROM generate_series(1, 3) g`,
+		`INSERT INTO unmapped SELECT g FROM generate_series(1, 1000) g`,
+		fmt.Sprintf(`INSERT INTO batched SELECT g, repeat('x', 100) FROM generate_series(4, %d) g`, rows+3),
+		`BEGIN`,
+		`SELECT kafgres_produce('batched', 'k', 'v')`,
+		`INSERT INTO batched VALUES (0, 'with a record')`,
+		`COMMIT`)
+	defer mustExec(t, conn, `SELECT pg_drop_replication_slot('frames_batch')`)
+	raw, msgs := peekMessages(t, conn, "frames_batch")
+
+	kinds := func(fs []decoder.Frame) string {
+		var b strings.Builder
+		for _, f := range fs {
+			b.WriteByte(f.Kind)
+		}
+		return b.String()
+	}
+	var txns [][]int // the messages of each transaction, by index
+	open := false
+	for i, fs := range msgs {
+		if !open {
+			txns = append(txns, nil)
+		}
+		txns[len(txns)-1] = append(txns[len(txns)-1], i)
+		open = fs[len(fs)-1].Kind != decoder.KindCommit
+	}
+	if len(txns) != 3 || open {
+		t.Fatalf("%d transactions (last open: %v) in %d messages, want 3: %q", len(txns), open, len(msgs), kinds(peekFrames(t, conn, "frames_batch")))
+	}
+	if got := kinds(msgs[txns[0][0]]); len(txns[0]) != 1 || got != "BIIIC" {
+		t.Fatalf("small transaction: %d messages, frames %q; want one message BIIIC", len(txns[0]), got)
+	}
+	if got := kinds(msgs[txns[2][0]]); len(txns[2]) != 1 || got != "BMIC" {
+		t.Fatalf("record and row: %d messages, frames %q; want one message BMIC", len(txns[2]), got)
+	}
+	large := txns[1]
+	if len(large) < 3 {
+		t.Fatalf("large transaction in %d messages, want several", len(large))
+	}
+	next := 4
+	for n, i := range large {
+		fs := msgs[i]
+		last := n == len(large)-1
+		if !last {
+			// written once it reached 64 KiB, so it holds less than that
+			// without its last frame
+			lastFrame := len(raw[i]) // bytes of the last frame and its length
+			for off := 0; off < len(raw[i]); {
+				l := int(binary.BigEndian.Uint32(raw[i][off:]))
+				lastFrame = 4 + l
+				off += 4 + l
+			}
+			if len(raw[i]) < 64<<10 || len(raw[i])-lastFrame >= 64<<10 {
+				t.Fatalf("message %d of the large transaction: %d bytes, the last frame %d", n, len(raw[i]), lastFrame)
+			}
+		}
+		for j, f := range fs {
+			switch {
+			case n == 0 && j == 0:
+				if f.Kind != decoder.KindBegin {
+					t.Fatalf("large transaction starts with %c", f.Kind)
+				}
+			case last && j == len(fs)-1:
+				if f.Kind != decoder.KindCommit {
+					t.Fatalf("large transaction ends with %c", f.Kind)
+				}
+			default:
+				ch, ok := f.Item.(*decoder.Change)
+				if !ok || string(ch.New.Columns[0].Value) != fmt.Sprint(next) {
+					t.Fatalf("message %d frame %d: %+v, want the insert of %d", n, j, f.Item, next)
+				}
+				next++
+			}
+		}
+	}
+	if next != rows+4 {
+		t.Fatalf("large transaction carried rows 4 to %d, want to %d", next-1, rows+3)
+	}
 }
 
 // tail is the last n bytes of s.

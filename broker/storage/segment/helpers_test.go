@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"os"
 	"testing"
 )
 
@@ -135,4 +136,32 @@ func concat(as []appended) []byte {
 		out = append(out, a.bytes...)
 	}
 	return out
+}
+
+// batchBytes returns the length of the valid batches at the start of the
+// segment file at path, failing the test if anything but zeros (the space
+// written ahead of an active segment) follows them.
+func batchBytes(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for int(n)+HeaderSize <= len(b) {
+		h, err := ParseBatchHeader(b[n:])
+		if err != nil || int64(len(b)) < n+int64(h.Length) {
+			break
+		}
+		if _, err := ValidateBatch(b[n : n+int64(h.Length)]); err != nil {
+			t.Fatalf("%s at %d: %v", path, n, err)
+		}
+		n += int64(h.Length)
+	}
+	for i, c := range b[n:] {
+		if c != 0 {
+			t.Fatalf("%s: byte %d after the batches (which end at %d) is %#x, not zero", path, n+int64(i), n, c)
+		}
+	}
+	return n
 }

@@ -22,6 +22,10 @@ const (
 	DefaultSegmentBytes       = 1 << 30
 	DefaultSegmentMs          = 7 * 24 * 60 * 60 * 1000
 	DefaultIndexIntervalBytes = 4096
+
+	// preallocateBytes is how far the active segment's file is extended
+	// with zeros at a time when Fsync is on (at most segment.bytes).
+	preallocateBytes = 1 << 20
 )
 
 // Options configures a Log.
@@ -48,6 +52,10 @@ type Options struct {
 	// afterSnapshot is a test hook that runs right after a reader has
 	// taken (and referenced) its views.
 	afterSnapshot func()
+
+	// syncActiveLog is a test hook that replaces the fdatasync of the
+	// active segment's file in Sync.
+	syncActiveLog func(*os.File) error
 
 	// Test hooks for the order of durable writes in AppendSourced.
 	beforeBatchWrite func(base int64)     // runs before a batch's bytes are written
@@ -85,6 +93,8 @@ type Log struct {
 	err       error // sticky: after a failed write or fsync the files are suspect
 
 	src sourceIndex // under mu
+
+	zeros []byte // written ahead of the active segment's batches; under mu, never modified
 }
 
 type segment struct {
@@ -107,8 +117,9 @@ type segment struct {
 }
 
 type segState struct {
-	size int64 // bytes of valid batches
-	end  int64 // offset after the last batch
+	size  int64 // bytes of valid batches: the logical end of the file
+	alloc int64 // size of the file: size plus the zeros written ahead
+	end   int64 // offset after the last batch
 
 	// In-memory index entries of the active segment; nil once sealed, when
 	// the files are complete.
@@ -162,6 +173,7 @@ func (s *segState) addBatch(segBase int64, h BatchHeader, pos int64, interval in
 	}
 	s.sinceIndex += int(h.Length)
 	s.size = pos + int64(h.Length)
+	s.alloc = max(s.alloc, s.size)
 	s.end = h.LastOffset() + 1
 }
 
@@ -196,6 +208,20 @@ func (s *segment) writeIndexes(st *segState) error {
 			return fmt.Errorf("truncate index %s: %w", f.f.Name(), err)
 		}
 	}
+	return nil
+}
+
+// cutZeros truncates the log file to its logical end, dropping the zeros
+// written ahead, so that a sealed or cleanly closed segment is exactly
+// Kafka's format.
+func (s *segment) cutZeros() error {
+	if s.st.alloc == s.st.size {
+		return nil
+	}
+	if err := s.log.Truncate(s.st.size); err != nil {
+		return fmt.Errorf("truncate %s to its end: %w", s.log.Name(), err)
+	}
+	s.st.alloc = s.st.size
 	return nil
 }
 
@@ -307,13 +333,17 @@ func (l *Log) appendLocked(batch []byte, h BatchHeader, leaderEpoch int32) (int6
 	if l.opts.beforeBatchWrite != nil {
 		l.opts.beforeBatchWrite(base)
 	}
-	if _, err := seg.log.WriteAt(batch, pos); err != nil {
-		// Cut a partial write so that the next batch lands right after the
-		// last good one; if even that fails the file can no longer be
-		// trusted until recovery.
-		if terr := seg.log.Truncate(pos); terr != nil {
-			l.err = fmt.Errorf("write %s: %w; truncate after failed write: %w", seg.log.Name(), err, terr)
+	end := pos + int64(len(batch))
+	if l.opts.Fsync && end > seg.st.alloc {
+		if err := l.preallocate(seg, end); err != nil {
+			return 0, err
 		}
+	}
+	if _, err := seg.log.WriteAt(batch, pos); err != nil {
+		// Cut a partial write (and the zeros ahead) so that the next batch
+		// lands right after the last good one; if even that fails the file
+		// can no longer be trusted until recovery.
+		l.cutFailedWrite(seg, pos)
 		return 0, fmt.Errorf("write %s: %w", seg.log.Name(), err)
 	}
 	if seg.st.size == 0 {
@@ -322,6 +352,49 @@ func (l *Log) appendLocked(batch []byte, h BatchHeader, leaderEpoch int32) (int6
 	seg.st.addBatch(seg.base, h, pos, l.opts.IndexIntervalBytes)
 	l.end = seg.st.end
 	return base, nil
+}
+
+// preallocate extends the active segment's file with zeros from its current
+// size to past end (preallocateBytes at a time, not beyond segment.bytes
+// unless end is), so that the batches written next only overwrite blocks
+// that are allocated and written: their fdatasync in Sync then has no size
+// and no block allocation to write, only data (ext4 writes the inode on
+// every fsync of a file that grew: 13 % of the broker's CPU). The zeros need
+// no sync of their own: the fdatasync after the batch over them writes the
+// new size and blocks too, because they changed. FALLOC_FL_ZERO_RANGE would
+// leave unwritten extents whose conversion is metadata again.
+func (l *Log) preallocate(seg *segment, end int64) error {
+	chunk := min(int64(preallocateBytes), l.opts.SegmentBytes)
+	target := (end + chunk - 1) / chunk * chunk
+	target = min(target, max(end, l.opts.SegmentBytes))
+	// The batch itself covers [size, end).
+	from := max(end, seg.st.alloc)
+	if target <= from {
+		return nil
+	}
+	if l.zeros == nil {
+		l.zeros = make([]byte, 64<<10)
+	}
+	for pos := from; pos < target; {
+		n := min(int64(len(l.zeros)), target-pos)
+		if _, err := seg.log.WriteAt(l.zeros[:n], pos); err != nil {
+			l.cutFailedWrite(seg, seg.st.size)
+			return fmt.Errorf("extend %s: %w", seg.log.Name(), err)
+		}
+		pos += n
+	}
+	seg.st.alloc = target
+	return nil
+}
+
+// cutFailedWrite truncates the active segment's file to pos after a failed
+// write. If that fails too, the file cannot be trusted until recovery.
+func (l *Log) cutFailedWrite(seg *segment, pos int64) {
+	if err := seg.log.Truncate(pos); err != nil {
+		l.err = fmt.Errorf("truncate %s after failed write: %w", seg.log.Name(), err)
+		return
+	}
+	seg.st.alloc = pos
 }
 
 // maybeRoll starts a new segment if h (already carrying its base offset)
@@ -342,10 +415,14 @@ func (l *Log) maybeRoll(h BatchHeader, now time.Time) error {
 }
 
 // roll seals the active segment and starts a new one at the log end. The
-// sealed segment is fsynced before the next file exists, because recovery
-// only scans the last segment and trusts the ones before it.
+// sealed segment is cut to its logical end and fsynced before the next file
+// exists, because recovery only scans the last segment and trusts the ones
+// before it (their size included).
 func (l *Log) roll() error {
 	seg := l.active()
+	if err := seg.cutZeros(); err != nil {
+		return fmt.Errorf("roll: %w", err)
+	}
 	st := seg.st
 	// A final time entry makes the last entry the segment's max timestamp,
 	// which lets timestamp lookups skip whole segments.
@@ -402,12 +479,15 @@ func (l *Log) Sync() (int64, error) {
 	}
 	var err error
 	if l.opts.Fsync {
-		// Only the segment that was active at the start needs an fsync:
+		// Only the segment that was active at the start needs a sync:
 		// segments rolled before were fsynced when they were sealed. The
-		// active segment's indexes are rebuilt by recovery.
+		// active segment's indexes are rebuilt by recovery. fdatasync is
+		// enough, as for the source index: it writes the file's size and
+		// blocks whenever they changed, and only then the inode, which
+		// between preallocations they do not.
 		if target > durable {
-			if serr := seg.log.Sync(); serr != nil {
-				err = fmt.Errorf("fsync %s: %w", seg.log.Name(), serr)
+			if serr := l.syncLog(seg.log); serr != nil {
+				err = fmt.Errorf("fdatasync %s: %w", seg.log.Name(), serr)
 			}
 		}
 		if err == nil && dirGen != dirSynced {
@@ -426,6 +506,15 @@ func (l *Log) Sync() (int64, error) {
 	l.durable = max(l.durable, target)
 	l.dirSynced = max(l.dirSynced, dirGen)
 	return l.durable, nil
+}
+
+// syncLog makes the active segment's file durable: fdatasync, or the test
+// hook that replaces it.
+func (l *Log) syncLog(f *os.File) error {
+	if l.opts.syncActiveLog != nil {
+		return l.opts.syncActiveLog(f)
+	}
+	return fdatasync(f)
 }
 
 func syncDir(dir string) error {
@@ -520,9 +609,12 @@ func (l *Log) Close() error {
 	var errs []error
 	seg := l.active()
 	if l.err == nil {
-		// Recovery rebuilds the active indexes anyway; writing them keeps the
-		// directory complete for tools that read Kafka's layout.
-		if err := seg.writeIndexes(&seg.st); err != nil {
+		// Recovery rebuilds the active indexes anyway; writing them (and
+		// cutting the zeros ahead) keeps the directory complete for tools
+		// that read Kafka's layout.
+		if err := seg.cutZeros(); err != nil {
+			errs = append(errs, err)
+		} else if err := seg.writeIndexes(&seg.st); err != nil {
 			errs = append(errs, err)
 		} else if l.opts.Fsync {
 			if err := seg.syncAll(); err != nil {

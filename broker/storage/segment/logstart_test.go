@@ -55,16 +55,21 @@ func checkSegmentFiles(t *testing.T, dir string, bases []int64) {
 	}
 }
 
-// diskLogBytes sums the sizes of the .log files in dir.
+// diskLogBytes sums the bytes of the batches in the .log files in dir,
+// checking that only the last (active) one has anything after them: zeros
+// written ahead.
 func diskLogBytes(t *testing.T, dir string) int64 {
 	t.Helper()
 	var n int64
-	for _, b := range segmentBases(t, dir) {
-		fi, err := os.Stat(segmentPath(dir, b, extLog))
-		if err != nil {
-			t.Fatal(err)
+	bases := segmentBases(t, dir)
+	for i, b := range bases {
+		path := segmentPath(dir, b, extLog)
+		size := fileSize(t, path)
+		batches := batchBytes(t, path)
+		if i < len(bases)-1 && batches != size {
+			t.Fatalf("sealed %s: %d bytes of batches in a file of %d", path, batches, size)
 		}
-		n += fi.Size()
+		n += batches
 	}
 	return n
 }

@@ -259,7 +259,7 @@ func (l *Log) openSealed(base, size, nextBase int64) (s *segment, rebuilt bool, 
 
 func loadSealedIndexes(s *segment, size, nextBase int64) (segState, bool, error) {
 	st := newSegState(s.base)
-	st.size, st.end = size, nextBase
+	st.size, st.alloc, st.end = size, size, nextBase
 	idxInfo, err := s.idx.Stat()
 	if err != nil {
 		return st, false, fmt.Errorf("stat index: %w", err)
@@ -312,7 +312,7 @@ func (l *Log) rebuildSealed(s *segment, size, nextBase int64) (segState, error) 
 		l.logger.Warn("sealed segment does not end where the next begins",
 			"dir", l.opts.Dir, "base_offset", s.base, "end_offset", st.end, "next_base_offset", nextBase)
 	}
-	st.end = nextBase
+	st.end, st.alloc = nextBase, size
 	if err := s.writeIndexes(&st); err != nil {
 		return st, err
 	}
@@ -376,16 +376,32 @@ func (l *Log) recoverActive(base, size int64) (*segment, error) {
 		}
 		st.addBatch(base, h, st.size, l.opts.IndexIntervalBytes)
 	}
+	st.alloc = st.size
 	if st.size < size {
-		l.logger.Warn("truncating torn or corrupt segment tail",
-			"dir", l.opts.Dir, "segment", filepath.Base(s.log.Name()), "position", st.size,
-			"bytes_dropped", size-st.size, "reason", reason.Error())
-		if err := s.log.Truncate(st.size); err != nil {
-			return s, fmt.Errorf("truncate %s: %w", s.log.Name(), err)
-		}
+		// Zeros after the last batch are the space written ahead (see
+		// Log.preallocate): a batch header of zeros is no batch, and the
+		// log ends there. Keep them when they will be used again. Anything
+		// else is cut, so that what lies ahead of the end is always zeros.
+		zero := false
 		if l.opts.Fsync {
-			if err := s.log.Sync(); err != nil {
-				return s, fmt.Errorf("fsync %s: %w", s.log.Name(), err)
+			var err error
+			if zero, err = allZero(s.log, st.size, size); err != nil {
+				return s, err
+			}
+		}
+		if zero {
+			st.alloc = size
+		} else {
+			l.logger.Warn("truncating torn or corrupt segment tail",
+				"dir", l.opts.Dir, "segment", filepath.Base(s.log.Name()), "position", st.size,
+				"bytes_dropped", size-st.size, "reason", reason.Error())
+			if err := s.log.Truncate(st.size); err != nil {
+				return s, fmt.Errorf("truncate %s: %w", s.log.Name(), err)
+			}
+			if l.opts.Fsync {
+				if err := s.log.Sync(); err != nil {
+					return s, fmt.Errorf("fsync %s: %w", s.log.Name(), err)
+				}
 			}
 		}
 	}

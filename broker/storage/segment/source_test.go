@@ -376,7 +376,7 @@ func TestSourceIndexCompactKeepsDurableTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	durableSource := source
-	durableSize := fileSize(t, segmentPath(dir, 0, extLog))
+	durableSize := batchBytes(t, segmentPath(dir, 0, extLog))
 	unsynced := next(6) // the 9th entry triggers compaction
 	entries := readSourceFile(t, dir)
 	if len(entries) > 8 {
