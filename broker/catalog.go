@@ -47,7 +47,19 @@ type catalog struct {
 	brokers *brokerConfigs
 
 	reloadMu sync.Mutex // one reload at a time
+
+	// missMu orders the reloads that misses ask for; lastMiss is when the
+	// last of them started (under missMu).
+	missMu   sync.Mutex
+	lastMiss time.Time
 }
+
+// missReloadInterval is how often at most a lookup that misses reloads
+// the catalog from Postgres. LISTEN/NOTIFY keeps the catalog current; a
+// miss reloads only to cover a notification still on its way, and a
+// client asking again and again for a topic that does not exist must not
+// become a query per request.
+const missReloadInterval = 250 * time.Millisecond
 
 const (
 	sqlBumpEpochs = `UPDATE kafgres.partition SET leader_epoch = leader_epoch OPERATOR(pg_catalog.+) 1`
@@ -315,10 +327,33 @@ func (c *catalog) topics() []*topic {
 	return out
 }
 
-// lookup is topicByName, but a miss first reloads from Postgres: a topic
-// created in SQL must be usable as soon as its transaction commits, not only
-// once the NOTIFY has been processed.
+// lookup is topicByName, but a miss first reloads from Postgres (at most
+// every missReloadInterval): a topic created in SQL should be usable as
+// soon as its transaction commits, not only once the NOTIFY has been
+// processed, and a miss within the interval of another is answered from
+// the catalog as it is, as a Kafka broker whose metadata has not caught up
+// would (clients retry UNKNOWN_TOPIC_OR_PARTITION).
 func (c *catalog) lookup(ctx context.Context, name string) *topic {
+	if t := c.topicByName(name); t != nil {
+		return t
+	}
+	c.reloadOnMiss(ctx)
+	return c.topicByName(name)
+}
+
+// lookupID is topicByID with lookup's reload on a miss.
+func (c *catalog) lookupID(ctx context.Context, id [16]byte) *topic {
+	if t := c.topicByID(id); t != nil {
+		return t
+	}
+	c.reloadOnMiss(ctx)
+	return c.topicByID(id)
+}
+
+// lookupFresh is lookup for a caller that must not take a topic created a
+// moment ago for a missing one: the SQL producer, which dead-letters the
+// records of a missing topic. Its misses always reload.
+func (c *catalog) lookupFresh(ctx context.Context, name string) *topic {
 	if t := c.topicByName(name); t != nil {
 		return t
 	}
@@ -328,15 +363,20 @@ func (c *catalog) lookup(ctx context.Context, name string) *topic {
 	return c.topicByName(name)
 }
 
-// lookupID is topicByID with lookup's reload on a miss.
-func (c *catalog) lookupID(ctx context.Context, id [16]byte) *topic {
-	if t := c.topicByID(id); t != nil {
-		return t
+// reloadOnMiss reloads the catalog for a lookup that missed, unless one
+// did less than missReloadInterval ago. Misses arriving together wait for
+// the one reload and then read what it found.
+func (c *catalog) reloadOnMiss(ctx context.Context) {
+	c.missMu.Lock()
+	defer c.missMu.Unlock()
+	now := time.Now()
+	if now.Sub(c.lastMiss) < missReloadInterval {
+		return
 	}
+	c.lastMiss = now
 	if err := c.reload(ctx); err != nil {
 		c.b.log.Warn("reload topics", "err", err)
 	}
-	return c.topicByID(id)
 }
 
 func (c *catalog) partition(name string, p int32) *partition {
@@ -354,7 +394,18 @@ func (c *catalog) create(ctx context.Context, name string, partitions int32) (*t
 	t, err := c.createTopic(ctx, name, partitions, nil)
 	var ae *apiError
 	if errors.As(err, &ae) && ae.code == kerr.TopicAlreadyExists.Code {
-		return c.lookup(ctx, name), nil
+		// made by someone else a moment ago: read it, whenever the last
+		// reload was
+		if t := c.topicByName(name); t != nil {
+			return t, nil
+		}
+		if err := c.reload(ctx); err != nil {
+			return nil, err
+		}
+		if t := c.topicByName(name); t != nil {
+			return t, nil
+		}
+		return nil, &apiError{code: kerr.UnknownTopicOrPartition.Code, msg: fmt.Sprintf("topic %q was created and dropped again", name)}
 	}
 	return t, err
 }

@@ -19,7 +19,7 @@ var errUnknownTopic = errors.New("unknown topic")
 // partition count when auto-creation is on; ok is false when it does not
 // exist.
 func (b *Broker) Topic(ctx context.Context, name string) (producer.TopicInfo, bool, error) {
-	t := b.catalog.lookup(ctx, name)
+	t := b.catalog.lookupFresh(ctx, name)
 	if t == nil && b.cfg.AutoCreateTopics && validTopicName(name) {
 		var err error
 		if t, err = b.catalog.create(ctx, name, b.cfg.DefaultPartition); err != nil {

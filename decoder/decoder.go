@@ -204,9 +204,10 @@ func (e *protocolError) kindName() string {
 
 // stream is the state of Run that outlives a connection.
 type stream struct {
-	d   *Decoder
-	out chan<- Event
-	asm assembler
+	d      *Decoder
+	out    chan<- Event
+	asm    assembler
+	parser Parser
 	// high is the highest position delivered (a transaction's EndLSN or a
 	// Progress); keepalives not beyond it tell the consumer nothing new.
 	high LSN
@@ -487,7 +488,7 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 		if err != nil {
 			return &protocolError{err: fmt.Errorf("XLogData: %w", err)}
 		}
-		frames, err := ParseFrames(x.WALData)
+		frames, err := s.parser.Parse(x.WALData)
 		if err != nil {
 			return &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart)}
 		}

@@ -123,11 +123,52 @@ type Frame struct {
 // pgEpochMicros is 2000-01-01 00:00:00 UTC in Unix microseconds.
 const pgEpochMicros = 946684800 * 1_000_000
 
-// ParseFrames parses one message of the kafgres output plugin: one or more
+// Parser parses the messages of one replication stream, keeping what
+// repeats from row to row (schema, table and column names) so that a name
+// costs one allocation per stream rather than one per row. The zero value
+// is ready to use; it is not safe for concurrent use.
+type Parser struct {
+	names      map[string]string
+	namesBytes int
+}
+
+// Bounds of Parser.names: identifiers are at most 63 bytes (NAMEDATALEN),
+// and a stream names few tables, so these are never reached in practice;
+// a longer name is not kept, and a full map is emptied.
+const (
+	maxInternedName  = 64
+	maxInternedBytes = 256 << 10
+)
+
+// intern returns b as a string, the same string for the same bytes.
+func (p *Parser) intern(b []byte) string {
+	if len(b) > maxInternedName {
+		return string(b)
+	}
+	if s, ok := p.names[string(b)]; ok {
+		return s
+	}
+	if p.names == nil || p.namesBytes+len(b) > maxInternedBytes {
+		p.names, p.namesBytes = map[string]string{}, 0
+	}
+	s := string(b)
+	p.names[s] = s
+	p.namesBytes += len(b)
+	return s
+}
+
+// ParseFrames parses one message of the kafgres output plugin (see
+// Parser.Parse) with a parser of its own.
+func ParseFrames(b []byte) ([]Frame, error) {
+	var p Parser
+	return p.Parse(b)
+}
+
+// Parse parses one message of the kafgres output plugin: one or more
 // frames, each preceded by its length as a uint32. It does not retain b:
 // the replication connection reuses its read buffer, so the frames refer
 // to a private copy, one for the whole message.
-func ParseFrames(b []byte) ([]Frame, error) {
+func (p *Parser) Parse(b []byte) ([]Frame, error) {
 	n := 0
 	for off := 0; off < len(b); n++ {
 		if len(b)-off < 4 {
@@ -148,9 +189,12 @@ func ParseFrames(b []byte) ([]Frame, error) {
 		return nil, fmt.Errorf("message without frames")
 	}
 	frames := make([]Frame, 0, n)
+	// the changes of the message, their tuples and columns, allocated
+	// together: most messages are rows of one table
+	a := &arena{changes: make([]changeAlloc, 0, n)}
 	for off := 0; off < len(buf); {
 		l := int(binary.BigEndian.Uint32(buf[off:]))
-		f, err := parseFrame(buf[off+4 : off+4+l : off+4+l])
+		f, err := parseFrame(buf[off+4:off+4+l:off+4+l], p, a)
 		if err != nil {
 			return nil, fmt.Errorf("frame %d: %w", len(frames), err)
 		}
@@ -163,11 +207,44 @@ func ParseFrames(b []byte) ([]Frame, error) {
 // ParseFrame parses one frame (without the length that precedes it in a
 // message). It does not retain b.
 func ParseFrame(b []byte) (Frame, error) {
-	return parseFrame(append([]byte(nil), b...))
+	return parseFrame(append([]byte(nil), b...), &Parser{}, &arena{})
 }
 
-// parseFrame parses one frame in b, which it may keep.
-func parseFrame(b []byte) (Frame, error) {
+// arena hands out the changes and columns of one message's frames from
+// shared slices. Each piece is capped to its length, so that appending to
+// one cannot overwrite the next.
+type arena struct {
+	changes []changeAlloc
+	columns []Column
+}
+
+// arenaColumns is how many columns an arena allocates at a time.
+const arenaColumns = 256
+
+func (a *arena) change() *changeAlloc {
+	if len(a.changes) == cap(a.changes) {
+		a.changes = make([]changeAlloc, 0, 16)
+	}
+	a.changes = a.changes[:len(a.changes)+1]
+	return &a.changes[len(a.changes)-1]
+}
+
+// columnsFor returns room for n columns: length 0, capacity n.
+func (a *arena) columnsFor(n int) []Column {
+	if n == 0 {
+		return []Column{}
+	}
+	if cap(a.columns)-len(a.columns) < n {
+		a.columns = make([]Column, 0, max(n, arenaColumns))
+	}
+	start := len(a.columns)
+	a.columns = a.columns[:start+n]
+	return a.columns[start : start : start+n]
+}
+
+// parseFrame parses one frame in b, which it may keep, taking names from p
+// and changes and columns from a.
+func parseFrame(b []byte, p *Parser, a *arena) (Frame, error) {
 	var f Frame
 	if len(b) < headerLen {
 		return f, fmt.Errorf("frame of %d bytes is shorter than the %d-byte header", len(b), headerLen)
@@ -175,12 +252,7 @@ func parseFrame(b []byte) (Frame, error) {
 	if b[0] != FrameVersion {
 		return f, fmt.Errorf("frame version %d, want %d", b[0], FrameVersion)
 	}
-	r := reader{b: b, off: 2}
-	if len(b) <= smallFrame {
-		// the names (schema, table, every column's) as substrings of one
-		// string rather than a string each
-		r.s = string(b)
-	}
+	r := reader{b: b, off: 2, p: p, a: a}
 	f.Kind = b[1]
 	f.CommitEndLSN = LSN(r.uint64())
 	f.Xid = r.uint32()
@@ -193,7 +265,7 @@ func parseFrame(b []byte) (Frame, error) {
 		lsn := LSN(r.uint64())
 		content := r.bytes(int(r.uint32()))
 		if r.err == nil {
-			f.Item = parseContent(lsn, content)
+			f.Item = parseContent(lsn, content, p)
 		}
 	case KindInsert, KindUpdate, KindDelete:
 		f.Item = r.change(f.Kind)
@@ -226,15 +298,11 @@ func parseFrame(b []byte) (Frame, error) {
 // returns zero values, so parsing code needs no error check per field.
 type reader struct {
 	b   []byte
-	s   string // b as a string, or "" (string16 then allocates each)
 	off int
 	err error
+	p   *Parser // names
+	a   *arena  // changes and columns
 }
-
-// smallFrame is the largest frame whose strings are cut from one copy of
-// it: a name keeps all of that copy alive, which costs nothing for small
-// frames but would double the memory a large value holds.
-const smallFrame = 4096
 
 func (r *reader) need(n int) bool {
 	if r.err != nil {
@@ -290,12 +358,11 @@ func (r *reader) uint64() uint64 {
 }
 
 func (r *reader) string16() string {
-	n := int(r.uint16())
-	if r.s == "" || !r.need(n) {
-		return string(r.bytes(n))
+	b := r.bytes(int(r.uint16()))
+	if r.err != nil {
+		return ""
 	}
-	r.off += n
-	return r.s[r.off-n : r.off]
+	return r.p.intern(b)
 }
 
 // flag reads a has_new/has_old byte, which must be 0 or 1.
@@ -335,15 +402,16 @@ func (r *reader) mappingIDs() []int64 {
 	return ids
 }
 
-// changeAlloc is a change with its tuples, allocated at once: one
-// allocation per frame rather than one for each.
+// changeAlloc is a change with its tuples, allocated at once (and with the
+// message's other changes, by arena).
 type changeAlloc struct {
 	c          Change
 	newT, oldT Tuple
 }
 
 func (r *reader) change(op byte) *Change {
-	a := &changeAlloc{c: Change{Op: op, LSN: LSN(r.uint64()), RelID: r.uint32(), Schema: r.string16(), Table: r.string16()}}
+	a := r.a.change()
+	a.c = Change{Op: op, LSN: LSN(r.uint64()), RelID: r.uint32(), Schema: r.string16(), Table: r.string16()}
 	c := &a.c
 	c.Mappings = r.mappingIDs()
 	if r.flag("has_new") && r.tuple(&a.newT) {
@@ -376,7 +444,7 @@ func (r *reader) tuple(t *Tuple) bool {
 	if !r.need(n * 7) {
 		return false
 	}
-	t.Columns = make([]Column, 0, n)
+	t.Columns = r.a.columnsFor(n)
 	for i := 0; i < n && r.err == nil; i++ {
 		c := Column{Name: r.string16(), TypeOID: r.uint32()}
 		at := r.off

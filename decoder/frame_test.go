@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // enc builds frames the way docs/producing.md describes them.
@@ -440,5 +442,52 @@ func TestParseFrameCapturedMappings(t *testing.T) {
 	c := parse(9).Item.(*Change)
 	if c.Table != "parted_eu" || !reflect.DeepEqual(c.Mappings, []int64{3}) {
 		t.Fatalf("partition insert: %s %v, want parted_eu [3]", c.Table, c.Mappings)
+	}
+}
+
+// A message's changes share their names (one string per distinct name for
+// the stream) and their column storage, without one change's columns
+// growing into the next's.
+func TestParserSharesNamesAndColumns(t *testing.T) {
+	idCol := Column{Name: "id", TypeOID: 23, Kind: ColumnText, Value: []byte("1")}
+	insert := func(lsn uint64) enc {
+		return header('I', endLSN, 7).u64(lsn).u32(1).str("public").str("orders").ids(1).u8(1).tuple(idCol, idCol).u8(0)
+	}
+	var p Parser
+	frames, err := p.Parse(message(insert(1), insert(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := p.Parse(message(insert(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := frames[0].Item.(*Change), frames[1].Item.(*Change), again[0].Item.(*Change)
+	for _, ch := range []*Change{b, c} {
+		if unsafe.StringData(ch.Table) != unsafe.StringData(a.Table) || unsafe.StringData(ch.New.Columns[1].Name) != unsafe.StringData(a.New.Columns[1].Name) {
+			t.Fatal("the same name parsed twice is two strings")
+		}
+	}
+	if cap(a.New.Columns) != 2 {
+		t.Fatalf("columns of the first change have capacity %d, want 2", cap(a.New.Columns))
+	}
+	_ = append(a.New.Columns, Column{Name: "intruder"})
+	if b.New.Columns[0].Name != "id" {
+		t.Fatalf("appending to one change's columns changed the next: %+v", b.New.Columns)
+	}
+}
+
+func TestParserNamesBounded(t *testing.T) {
+	var p Parser
+	long := strings.Repeat("x", maxInternedName+1)
+	if s := p.intern([]byte(long)); s != long || len(p.names) != 0 {
+		t.Fatalf("a %d-byte name was kept", len(long))
+	}
+	for i := 0; p.namesBytes < maxInternedBytes-maxInternedName; i++ {
+		p.intern([]byte(fmt.Sprintf("%063d", i)))
+	}
+	p.intern([]byte(strings.Repeat("y", maxInternedName)))
+	if p.namesBytes > maxInternedBytes || len(p.names) == 0 {
+		t.Fatalf("names: %d entries, %d bytes (bound %d)", len(p.names), p.namesBytes, maxInternedBytes)
 	}
 }

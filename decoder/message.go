@@ -55,8 +55,8 @@ var errContent = errors.New("malformed kafgres message")
 
 // parseContent decides once what a message is. It never fails: content
 // that does not parse is an *Unreadable carrying the reason.
-func parseContent(lsn LSN, content []byte) Item {
-	r := reader{b: content}
+func parseContent(lsn LSN, content []byte, p *Parser) Item {
+	r := reader{b: content, p: p}
 	var it Item
 	switch v := r.uint8(); v {
 	case FormatRecord:

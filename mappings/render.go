@@ -152,6 +152,16 @@ func NewRenderer(pool *pgxpool.Pool, cfg Config, logger *slog.Logger) (*Renderer
 		cc.RuntimeParams = map[string]string{}
 	}
 	cc.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	timeout := max(cfg.RenderTimeout, 0)
+	if timeout > 0 {
+		// The render time limit, for the session: the limit is armed when
+		// a statement starts, so an expression that changes
+		// statement_timeout cannot lift it from its own statement, and
+		// every render transaction is rolled back, which undoes any
+		// change for the next. The Go deadline (backstop) is there should
+		// the server's timer not fire.
+		cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
+	}
 	render, err := pgxpool.NewWithConfig(context.Background(), rc)
 	if err != nil {
 		return nil, fmt.Errorf("render pool: %w", err)
@@ -159,7 +169,7 @@ func NewRenderer(pool *pgxpool.Pool, cfg Config, logger *slog.Logger) (*Renderer
 	return &Renderer{
 		pool:    pool,
 		render:  render,
-		timeout: max(cfg.RenderTimeout, 0),
+		timeout: timeout,
 		logger:  logger,
 		byRel:   map[uint32][]*Mapping{},
 		byID:    map[int64]*Mapping{},
@@ -1389,12 +1399,6 @@ func appendLiteralElem(b []byte, t, other *decoder.Tuple, columns []string) []by
 	return b
 }
 
-// setTimeoutSQL limits each statement of a render transaction. The limit
-// is armed when a statement starts, so an expression that changes
-// statement_timeout cannot lift it from its own statement; the Go
-// deadline (backstop) is there should the server's timer not fire.
-const setTimeoutSQL = `SELECT pg_catalog.set_config('statement_timeout', $1, true)`
-
 // timeoutError is a render that took longer than kafgres.mapping_render_timeout.
 type timeoutError struct{ limit time.Duration }
 
@@ -1432,14 +1436,10 @@ func (r *Renderer) backstop(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, r.timeout+max(r.timeout/2, 2*time.Second))
 }
 
-// beginRender starts a READ ONLY render transaction with the time limit.
-// It returns the number of statements queued.
+// beginRender starts a READ ONLY render transaction (the time limit is the
+// session's: NewRenderer). It returns the number of statements queued.
 func (r *Renderer) beginRender(b *pgconn.Batch) int {
 	b.ExecParams("BEGIN READ ONLY", nil, nil, nil, nil)
-	if r.timeout > 0 {
-		b.ExecParams(setTimeoutSQL, [][]byte{[]byte(strconv.FormatInt(r.timeout.Milliseconds(), 10))}, []uint32{oidText}, nil, nil)
-		return 2
-	}
 	return 1
 }
 

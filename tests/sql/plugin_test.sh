@@ -29,8 +29,7 @@ fail() { echo "plugin_test: FAIL: $*" >&2; exit 1; }
 # frame kinds of the test slot, as one string (e.g. "BMCBIC")
 kinds() {
 	"${PSQL[@]}" -c "SELECT coalesce(string_agg(chr(get_byte(data, 1)), '' ORDER BY n), '')
-	                   FROM pg_logical_slot_peek_binary_changes('kafgres_plugin_test', NULL, NULL)
-	                        WITH ORDINALITY AS c(lsn, xid, data, n)"
+	                   FROM kafgres_plugin_test.frames()"
 }
 
 cleanup() {
@@ -62,6 +61,26 @@ SET search_path = kafgres_plugin_test;
 CREATE TABLE mapped (id int PRIMARY KEY, name text, big text);
 ALTER TABLE mapped ALTER big SET STORAGE EXTERNAL;
 CREATE TABLE unmapped (id int PRIMARY KEY, v text);
+-- the frames the test slot holds, in order: every message (a row of
+-- pg_logical_slot_peek_binary_changes) is frames, each after its uint32
+-- length (docs/producing.md, "Output plugin frames")
+CREATE FUNCTION frames(OUT n bigint, OUT data bytea) RETURNS SETOF record
+LANGUAGE sql AS $$
+WITH RECURSIVE
+msgs AS (SELECT m.data, m.n
+           FROM pg_logical_slot_peek_binary_changes('kafgres_plugin_test', NULL, NULL)
+                WITH ORDINALITY AS m(lsn, xid, data, n)),
+f(msg, m, off, len) AS (
+    SELECT data, n, 0, (get_byte(data, 0) << 24) | (get_byte(data, 1) << 16)
+                       | (get_byte(data, 2) << 8) | get_byte(data, 3)
+      FROM msgs
+    UNION ALL
+    SELECT msg, m, off + 4 + len,
+           (get_byte(msg, off + 4 + len) << 24) | (get_byte(msg, off + 5 + len) << 16)
+           | (get_byte(msg, off + 6 + len) << 8) | get_byte(msg, off + 7 + len)
+      FROM f WHERE off + 4 + len < length(msg))
+SELECT row_number() OVER (ORDER BY m, off), substr(msg, off + 5, len) FROM f
+$$;
 INSERT INTO kafgres.mapping (name, source_relid, topic, owner_role, search_path)
 VALUES ('kafgres_plugin_test', 'kafgres_plugin_test.mapped'::regclass, 'kafgres_plugin_test', 10, 'public');
 INSERT INTO mapped VALUES (1, 'one', (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 200) g));
@@ -90,14 +109,14 @@ else
 fi
 got=$(kinds)
 [ "$got" = "$expect" ] || fail "messages: frames $got, expected $expect"
-n=$("${PSQL[@]}" -c "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('kafgres_plugin_test', NULL, NULL)
+n=$("${PSQL[@]}" -c "SELECT count(*) FROM kafgres_plugin_test.frames()
                      WHERE position('rolledback'::bytea IN data) > 0")
 [ "$n" = 0 ] || fail "a rolled back message was emitted"
 
 # 1b. the M frames carry the record (format 1), not the signature around
 #     it (format 3); a well-formed message written by hand is dropped,
 #     counted once (by whichever slot decodes it first) and sends nothing
-n=$("${PSQL[@]}" -c "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('kafgres_plugin_test', NULL, NULL)
+n=$("${PSQL[@]}" -c "SELECT count(*) FROM kafgres_plugin_test.frames()
                      WHERE get_byte(data, 1) = ascii('M') AND get_byte(data, 26) <> 1")
 [ "$n" = 0 ] || fail "$n M frames do not start with format 1"
 "${PSQL[@]}" -c "SELECT pg_replication_slot_advance('kafgres_plugin_test', pg_current_wal_insert_lsn())" >/dev/null
@@ -118,7 +137,7 @@ ok=$("${PSQL[@]}" <<'SQL'
 SELECT kafgres_produce('kafgres_plugin_test', 'lsn', 'v') AS l \gset
 SELECT bool_and(('x' || encode(substr(data, 15, 8), 'hex'))::bit(64)::bigint
                 = (:'l'::pg_lsn - '0/0'::pg_lsn)::bigint)
-  FROM pg_logical_slot_peek_binary_changes('kafgres_plugin_test', NULL, NULL)
+  FROM kafgres_plugin_test.frames()
  WHERE get_byte(data, 1) = ascii('M');
 SQL
 )
@@ -140,7 +159,7 @@ TRUNCATE mapped, unmapped;
 SQL
 got=$(kinds)
 [ "$got" = BIICBUCBDCBTC ] || fail "changes: frames $got, expected BIICBUCBDCBTC"
-n=$("${PSQL[@]}" -c "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('kafgres_plugin_test', NULL, NULL)
+n=$("${PSQL[@]}" -c "SELECT count(*) FROM kafgres_plugin_test.frames()
                      WHERE get_byte(data, 1) = ascii('U') AND position('\x00036269670000001975'::bytea IN data) > 0")
 [ "$n" = 1 ] || fail "the unchanged TOASTed column of the update is not sent as 'u'"
 
