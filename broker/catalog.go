@@ -48,18 +48,27 @@ type catalog struct {
 
 	reloadMu sync.Mutex // one reload at a time
 
-	// missMu orders the reloads that misses ask for; lastMiss is when the
-	// last of them started (under missMu).
+	// missMu orders the reloads that misses ask for; under it, lastMiss is
+	// when the last of them started and missed when each name (or id)
+	// last made one.
 	missMu   sync.Mutex
 	lastMiss time.Time
+	missed   map[string]time.Time
 }
 
-// missReloadInterval is how often at most a lookup that misses reloads
-// the catalog from Postgres. LISTEN/NOTIFY keeps the catalog current; a
-// miss reloads only to cover a notification still on its way, and a
-// client asking again and again for a topic that does not exist must not
-// become a query per request.
-const missReloadInterval = 250 * time.Millisecond
+// A lookup that misses reloads the catalog from Postgres, to cover a
+// notification still on its way (a topic created in SQL is served as soon
+// as its transaction commits), but a client asking again and again for a
+// topic that does not exist must not become a query per request: a name
+// reloads at most every missReloadInterval, and all misses together at
+// most every missReloadGap (waiting for it rather than skipping, so that
+// a topic's first miss always reloads). missedNames bounds the memory of
+// names missed.
+const (
+	missReloadInterval = 100 * time.Millisecond
+	missReloadGap      = 50 * time.Millisecond
+	missedNames        = 1024
+)
 
 const (
 	sqlBumpEpochs = `UPDATE kafgres.partition SET leader_epoch = leader_epoch OPERATOR(pg_catalog.+) 1`
@@ -337,7 +346,7 @@ func (c *catalog) lookup(ctx context.Context, name string) *topic {
 	if t := c.topicByName(name); t != nil {
 		return t
 	}
-	c.reloadOnMiss(ctx)
+	c.reloadOnMiss(ctx, name)
 	return c.topicByName(name)
 }
 
@@ -346,7 +355,7 @@ func (c *catalog) lookupID(ctx context.Context, id [16]byte) *topic {
 	if t := c.topicByID(id); t != nil {
 		return t
 	}
-	c.reloadOnMiss(ctx)
+	c.reloadOnMiss(ctx, string(id[:]))
 	return c.topicByID(id)
 }
 
@@ -363,17 +372,33 @@ func (c *catalog) lookupFresh(ctx context.Context, name string) *topic {
 	return c.topicByName(name)
 }
 
-// reloadOnMiss reloads the catalog for a lookup that missed, unless one
-// did less than missReloadInterval ago. Misses arriving together wait for
-// the one reload and then read what it found.
-func (c *catalog) reloadOnMiss(ctx context.Context) {
+// reloadOnMiss reloads the catalog for a lookup of key (a name, or an id's
+// bytes) that missed, within the limits above. Misses arriving together
+// wait for one reload and then read what it found.
+func (c *catalog) reloadOnMiss(ctx context.Context, key string) {
+	asked := time.Now()
 	c.missMu.Lock()
 	defer c.missMu.Unlock()
-	now := time.Now()
-	if now.Sub(c.lastMiss) < missReloadInterval {
+	if c.lastMiss.After(asked) {
+		return // a reload started after this lookup missed
+	}
+	if last, ok := c.missed[key]; ok && asked.Sub(last) < missReloadInterval {
 		return
 	}
-	c.lastMiss = now
+	if wait := missReloadGap - time.Since(c.lastMiss); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	if c.missed == nil || len(c.missed) >= missedNames {
+		c.missed = map[string]time.Time{}
+	}
+	c.lastMiss = time.Now()
+	c.missed[key] = c.lastMiss
 	if err := c.reload(ctx); err != nil {
 		c.b.log.Warn("reload topics", "err", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -453,14 +454,18 @@ func TestConcurrentDeleteAndRead(t *testing.T) {
 	l := openTest(t, Options{Dir: dir, SegmentBytes: 4 << 10, IndexIntervalBytes: 512, Decompress: gunzip})
 	const n = 600
 	var wg sync.WaitGroup
-	done := make(chan struct{})
+	// The others go on until the appender is done and the deleter has
+	// deleted something, however the goroutines are scheduled (on a busy
+	// machine the appender can finish before the deleter first runs).
+	appended, done := make(chan struct{}), make(chan struct{})
+	var retained atomic.Int64 // segments deleted by retention
 	fail := func(format string, args ...any) {
 		t.Errorf(format, args...)
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer close(done)
+		defer close(appended)
 		for i := range n {
 			b, _ := simpleBatch(i, 1+i%3, int64(1000+i), 100)
 			if _, err := l.Append(b, 1); err != nil {
@@ -484,7 +489,6 @@ func TestConcurrentDeleteAndRead(t *testing.T) {
 			}
 		}
 	}()
-	retained := 0 // segments deleted by retention
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -508,7 +512,7 @@ func TestConcurrentDeleteAndRead(t *testing.T) {
 			} else {
 				var n int
 				n, err = l.ApplyRetention(Retention{Ms: -1, Bytes: 12 << 10}, time.Now())
-				retained += n
+				retained.Add(int64(n))
 			}
 			if err != nil {
 				fail("deleting: %v", err)
@@ -535,12 +539,20 @@ func TestConcurrentDeleteAndRead(t *testing.T) {
 			}
 		}()
 	}
+	<-appended
+	for deadline := time.Now().Add(30 * time.Second); !t.Failed() && (retained.Load() == 0 || l.LogStartOffset() == 0); {
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(done)
 	wg.Wait()
 	if t.Failed() {
 		return
 	}
-	if retained == 0 || l.LogStartOffset() == 0 {
-		t.Fatalf("retention deleted %d segments, start %d: the test deleted too little", retained, l.LogStartOffset())
+	if retained.Load() == 0 || l.LogStartOffset() == 0 {
+		t.Fatalf("retention deleted %d segments, start %d: the test deleted too little", retained.Load(), l.LogStartOffset())
 	}
 	mustSync(t, l)
 	if err := readAll(l); err != nil {
