@@ -234,10 +234,13 @@ func TestGroupChurn(t *testing.T) {
 			if err := rows.Scan(&p, &committed, &end); err != nil {
 				t.Fatal(err)
 			}
-			if end != ends[p] {
+			// kafgres.consumer_lag's log end is the mirror's, which
+			// follows the log a moment later: short of what was
+			// produced is not yet, beyond it is wrong
+			if end > ends[p] {
 				t.Fatalf("partition %d: log end %d, produced %d", p, end, ends[p])
 			}
-			if committed == end {
+			if end == ends[p] && committed == end {
 				done++
 			}
 			state += fmt.Sprintf(" p%d=%d/%d", p, committed, end)
