@@ -336,12 +336,12 @@ func (c *catalog) topics() []*topic {
 	return out
 }
 
-// lookup is topicByName, but a miss first reloads from Postgres (at most
-// every missReloadInterval): a topic created in SQL should be usable as
-// soon as its transaction commits, not only once the NOTIFY has been
-// processed, and a miss within the interval of another is answered from
-// the catalog as it is, as a Kafka broker whose metadata has not caught up
-// would (clients retry UNKNOWN_TOPIC_OR_PARTITION).
+// lookup is topicByName, but a miss first reloads from Postgres, within
+// reloadOnMiss's limits: a topic created in SQL is usable as soon as its
+// transaction commits, not only once the NOTIFY has been processed, while a
+// name missed again and again is answered from the catalog as it is, as a
+// Kafka broker whose metadata has not caught up would (clients retry
+// UNKNOWN_TOPIC_OR_PARTITION).
 func (c *catalog) lookup(ctx context.Context, name string) *topic {
 	if t := c.topicByName(name); t != nil {
 		return t
@@ -361,7 +361,8 @@ func (c *catalog) lookupID(ctx context.Context, id [16]byte) *topic {
 
 // lookupFresh is lookup for a caller that must not take a topic created a
 // moment ago for a missing one: the SQL producer, which dead-letters the
-// records of a missing topic. Its misses always reload.
+// records of a missing topic, and create, after Postgres said the topic
+// exists. Its misses always reload.
 func (c *catalog) lookupFresh(ctx context.Context, name string) *topic {
 	if t := c.topicByName(name); t != nil {
 		return t
@@ -419,15 +420,8 @@ func (c *catalog) create(ctx context.Context, name string, partitions int32) (*t
 	t, err := c.createTopic(ctx, name, partitions, nil)
 	var ae *apiError
 	if errors.As(err, &ae) && ae.code == kerr.TopicAlreadyExists.Code {
-		// made by someone else a moment ago: read it, whenever the last
-		// reload was
-		if t := c.topicByName(name); t != nil {
-			return t, nil
-		}
-		if err := c.reload(ctx); err != nil {
-			return nil, err
-		}
-		if t := c.topicByName(name); t != nil {
+		// made by someone else a moment ago
+		if t := c.lookupFresh(ctx, name); t != nil {
 			return t, nil
 		}
 		return nil, &apiError{code: kerr.UnknownTopicOrPartition.Code, msg: fmt.Sprintf("topic %q was created and dropped again", name)}

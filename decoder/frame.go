@@ -184,10 +184,10 @@ func (p *Parser) Parse(b []byte) ([]Frame, error) {
 		}
 		off += 4 + int(l)
 	}
-	buf := append([]byte(nil), b...)
 	if n == 0 {
 		return nil, fmt.Errorf("message without frames")
 	}
+	buf := append([]byte(nil), b...)
 	frames := make([]Frame, 0, n)
 	// the changes of the message, their tuples and columns, allocated
 	// together: most messages are rows of one table

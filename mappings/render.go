@@ -244,7 +244,7 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) (Ren
 	// Privileges can be revoked at any time, and REVOKE notifies nobody:
 	// every render call checks its mapping's owner first (callSQL).
 	for _, j := range jobs {
-		if err := r.renderJob(ctx, j, out, true); err != nil {
+		if err := r.renderJob(ctx, j, out); err != nil {
 			r.flushStatus(ctx, true)
 			return nil, err
 		}
@@ -379,10 +379,7 @@ func (r *Renderer) snapshotsStarted(ctx context.Context, ids, xids []int64) (map
 // dead-lettered or stall the mapping (an error), as its on_error says;
 // a retired mapping, or one whose definition can never render, never
 // stalls.
-// retryDenied says whether a call refused by the access check may be
-// tried again, once, after the check found the owner gone (which makes the
-// definition broken: its rows are dead-lettered).
-func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered, retryDenied bool) error {
+func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 	// rows that cannot be rendered whatever the definition fail first
 	var (
 		failed []failure
@@ -403,17 +400,13 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered, retryDen
 	if len(rows) == 0 {
 		// no call to check the owner on the way: check here, so that a
 		// paused mapping says so whatever its rows
-		denied, err := r.checkAccess(ctx, []*Mapping{j.m})
-		if err != nil {
+		if paused, err := r.pauseIfDenied(ctx, j); paused || err != nil {
 			return err
-		}
-		if reason, ok := denied[j.m.ID]; ok {
-			return r.pause(ctx, j, reason)
 		}
 	}
 	res, rowFailed, err := r.renderRows(ctx, j, rows)
 	if errors.Is(err, errAccessRefused) {
-		return r.refused(ctx, j, out, retryDenied)
+		return r.refused(ctx, j, out)
 	}
 	if err != nil {
 		return err
@@ -601,20 +594,33 @@ var errAccessRefused = errors.New("render call refused by the access check")
 
 // refused handles a group whose owner the access check refused, asking
 // again for the reason: a pause; or, for an owner that is gone, the
-// definition's end (rendered again, once, to find it broken). Access given
-// back in between is rare enough to be left to the group's retry.
-func (r *Renderer) refused(ctx context.Context, j *job, out Rendered, retry bool) error {
-	denied, err := r.checkAccess(ctx, []*Mapping{j.m})
-	if err != nil {
+// definition's end: checkAccess cleared its Owner, so rendering again
+// finds the definition broken (check) and dead-letters the rows without
+// another call, which is why this recursion ends. Access given back in
+// between is rare enough to be left to the group's retry.
+func (r *Renderer) refused(ctx context.Context, j *job, out Rendered) error {
+	if paused, err := r.pauseIfDenied(ctx, j); paused || err != nil {
 		return err
 	}
-	if reason, ok := denied[j.m.ID]; ok {
-		return r.pause(ctx, j, reason)
-	}
-	if j.m.Owner == "" && retry {
-		return r.renderJob(ctx, j, out, false)
+	if j.m.Owner == "" {
+		return r.renderJob(ctx, j, out)
 	}
 	return fmt.Errorf("render with mapping %s: the access check refused the call but finds nothing to refuse now", j.m.Name)
+}
+
+// pauseIfDenied asks whether j's owner may read its table and pauses the
+// mapping if not (paused true). An owner that is gone is no pause:
+// checkAccess clears j.m.Owner instead.
+func (r *Renderer) pauseIfDenied(ctx context.Context, j *job) (paused bool, err error) {
+	denied, err := r.checkAccess(ctx, []*Mapping{j.m})
+	if err != nil {
+		return false, err
+	}
+	reason, ok := denied[j.m.ID]
+	if !ok {
+		return false, nil
+	}
+	return true, r.pause(ctx, j, reason)
 }
 
 // deadLetter writes the failed rows of j to kafgres.dead_letter.

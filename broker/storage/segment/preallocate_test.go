@@ -192,15 +192,23 @@ func TestRecoverZerosAheadAfterCrash(t *testing.T) {
 		}
 	})
 
+	// reopenWithTail writes part of a next batch (what keep leaves of it)
+	// after the batches of a crashed log, as a write that reached the disk
+	// before the crash would have, and opens the log again.
+	reopenWithTail := func(t *testing.T, seed int, keep func([]byte) []byte) (string, *Log) {
+		t.Helper()
+		dir := crash(t)
+		path := segmentPath(dir, 0, extLog)
+		b, _ := simpleBatch(seed, 3, 7000, 100)
+		stamp(b, end, 0)
+		writeAt(t, path, keep(b), int64(len(concat(as))))
+		return path, openTest(t, Options{Dir: dir, Fsync: true, now: testNow})
+	}
+
 	// A batch written over the zeros but torn by the crash is cut with the
 	// zeros after it; the log goes on from the last whole batch.
 	t.Run("torn batch in the zeros", func(t *testing.T) {
-		dir := crash(t)
-		path := segmentPath(dir, 0, extLog)
-		torn, _ := simpleBatch(77, 3, 7000, 100)
-		stamp(torn, end, 0)
-		writeAt(t, path, torn[:len(torn)/2], int64(len(concat(as))))
-		l := openTest(t, Options{Dir: dir, Fsync: true, now: testNow})
+		path, l := reopenWithTail(t, 77, func(b []byte) []byte { return b[:len(b)/2] })
 		if l.LogEndOffset() != end {
 			t.Fatalf("recovered end %d, want %d", l.LogEndOffset(), end)
 		}
@@ -218,12 +226,7 @@ func TestRecoverZerosAheadAfterCrash(t *testing.T) {
 	// A whole batch that reached the disk but was never acknowledged is
 	// kept, as before: it is intact and in sequence.
 	t.Run("whole unsynced batch", func(t *testing.T) {
-		dir := crash(t)
-		path := segmentPath(dir, 0, extLog)
-		b, _ := simpleBatch(78, 3, 7000, 100)
-		stamp(b, end, 0)
-		writeAt(t, path, b, int64(len(concat(as))))
-		l := openTest(t, Options{Dir: dir, Fsync: true, now: testNow})
+		path, l := reopenWithTail(t, 78, func(b []byte) []byte { return b })
 		if l.LogEndOffset() != end+3 || fileSize(t, path) != preallocateBytes {
 			t.Fatalf("recovered end %d (want %d), file %d bytes", l.LogEndOffset(), end+3, fileSize(t, path))
 		}
