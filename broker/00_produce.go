@@ -50,6 +50,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
 
@@ -115,9 +116,9 @@ func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRe
 // not claim LogAppendTime itself. CreateTime: the batch's timestamps must lie
 // within message.timestamp.before.max.ms / after.max.ms of now; the first
 // timestamp stands in for the oldest record.
-func stampTimestamps(batch []byte, h *segment.BatchHeader, s topicSettings, now int64) (int64, error) {
+func stampTimestamps(batch []byte, h *segment.BatchHeader, s kconfig.TopicSettings, now int64) (int64, error) {
 	const logAppendTimeBit = 0x08
-	if s.logAppendTime {
+	if s.LogAppendTime {
 		if h.Attributes&logAppendTimeBit != 0 {
 			return -1, kerr.InvalidTimestamp
 		}
@@ -128,7 +129,7 @@ func stampTimestamps(batch []byte, h *segment.BatchHeader, s topicSettings, now 
 		h.MaxTimestamp = now
 		return now, nil
 	}
-	if h.MaxTimestamp-now > s.timestampAfterMaxMs || now-h.BaseTimestamp > s.timestampBeforeMaxMs {
+	if h.MaxTimestamp-now > s.TimestampAfterMaxMs || now-h.BaseTimestamp > s.TimestampBeforeMaxMs {
 		return -1, kerr.InvalidTimestamp
 	}
 	return -1, nil
@@ -209,7 +210,7 @@ const maxRecordErrors = 100
 type batchValidation struct {
 	version  int16
 	tp       string // topic-partition, for messages
-	settings topicSettings
+	settings kconfig.TopicSettings
 	now      int64
 	limit    int64 // what the records may inflate to
 	decoders *decoders
@@ -251,8 +252,8 @@ func (v *batchValidation) validate(ctx context.Context, records []byte) (segment
 	if h.BaseOffset != 0 {
 		return none, refuse(kerr.InvalidRecord, "The baseOffset of the record batch in the append to %s should be 0, but it is %d", v.tp, h.BaseOffset)
 	}
-	if len(records) > int(v.settings.maxMessageBytes) {
-		return none, refuse(kerr.MessageTooLarge, "The record batch size in the append to %s is %d bytes which exceeds the maximum configured value of %d.", v.tp, len(records), v.settings.maxMessageBytes)
+	if len(records) > int(v.settings.MaxMessageBytes) {
+		return none, refuse(kerr.MessageTooLarge, "The record batch size in the append to %s is %d bytes which exceeds the maximum configured value of %d.", v.tp, len(records), v.settings.MaxMessageBytes)
 	}
 	if !h.CRCValid(records) {
 		return none, refuse(kerr.CorruptMessage, "Record is corrupt (stored crc = %d) in topic partition %s.", h.CRC, v.tp)
@@ -294,8 +295,8 @@ func (v *batchValidation) validate(ctx context.Context, records []byte) (segment
 // records reads every record of the batch h (LogValidator.validateRecord
 // and the batch iterators' checks).
 func (v *batchValidation) records(ctx context.Context, h segment.BatchHeader, section []byte) error {
-	compacted := strings.Contains(v.settings.cleanupPolicy, "compact")
-	checkTime := !v.settings.logAppendTime && !h.HasLogAppendTime()
+	compacted := strings.Contains(v.settings.CleanupPolicy, "compact")
+	checkTime := !v.settings.LogAppendTime && !h.HasLogAppendTime()
 	var (
 		errs        []kmsg.ProduceResponseTopicPartitionErrorRecord
 		badTime     bool
@@ -324,10 +325,10 @@ func (v *batchValidation) records(ctx context.Context, h segment.BatchHeader, se
 				continue
 			}
 			if ts := h.BaseTimestamp + rec.TimestampDelta; checkTime && ts != -1 &&
-				(v.now-ts > v.settings.timestampBeforeMaxMs || ts-v.now > v.settings.timestampAfterMaxMs) {
+				(v.now-ts > v.settings.TimestampBeforeMaxMs || ts-v.now > v.settings.TimestampAfterMaxMs) {
 				badTime = true
 				recordErr(i, fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
-					ts, i, v.now-v.settings.timestampBeforeMaxMs, v.now+v.settings.timestampAfterMaxMs))
+					ts, i, v.now-v.settings.TimestampBeforeMaxMs, v.now+v.settings.TimestampAfterMaxMs))
 			}
 		}
 		if err := r.End(); err != nil {

@@ -26,6 +26,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -39,7 +40,7 @@ func handleCreateTopics(ctx context.Context, b *Broker, _ *conn, req *kmsg.Creat
 	unique, dups := splitDuplicates(req.Topics, func(rt kmsg.CreateTopicsRequestTopic) string { return rt.Topic })
 	for _, rt := range unique {
 		if total > maxPartitionsPerRequest {
-			resp.Topics = append(resp.Topics, createTopicError(rt.Topic, newAdminError(kerr.PolicyViolation, "Excessively large number of partitions per request."), b))
+			resp.Topics = append(resp.Topics, createTopicError(rt.Topic, apierr.New(kerr.PolicyViolation, "Excessively large number of partitions per request."), b))
 			continue
 		}
 		resp.Topics = append(resp.Topics, b.createTopic(ctx, req, rt))
@@ -86,7 +87,7 @@ func (b *Broker) createTopic(ctx context.Context, req *kmsg.CreateTopicsRequest,
 	out.Topic = rt.Topic
 	if req.Version >= 5 {
 		out.NumPartitions, out.ReplicationFactor = partitions, 1
-		out.Configs = append([]kmsg.CreateTopicsResponseTopicConfig{}, b.createdTopicConfigs(configs)...) // nullable: null only on error
+		out.Configs = append([]kmsg.CreateTopicsResponseTopicConfig{}, b.brokerConfigs().CreatedTopicConfigs(configs)...) // nullable: null only on error
 	}
 	if req.Version >= 7 && t != nil {
 		out.TopicID = t.uuid
@@ -101,10 +102,10 @@ func (b *Broker) checkNewTopic(ctx context.Context, rt kmsg.CreateTopicsRequestT
 		return 0, nil, err
 	}
 	if other := b.catalog.collidingTopic(rt.Topic); other != "" {
-		return 0, nil, newAdminError(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", rt.Topic, other)
+		return 0, nil, apierr.New(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", rt.Topic, other)
 	}
 	if b.catalog.lookup(ctx, rt.Topic) != nil {
-		return 0, nil, newAdminError(kerr.TopicAlreadyExists, "Topic '%s' already exists.", rt.Topic)
+		return 0, nil, apierr.New(kerr.TopicAlreadyExists, "Topic '%s' already exists.", rt.Topic)
 	}
 	partitions, err := b.newTopicPartitions(rt)
 	if err != nil {
@@ -114,7 +115,7 @@ func (b *Broker) checkNewTopic(ctx context.Context, rt kmsg.CreateTopicsRequestT
 	for _, c := range rt.Configs {
 		raw[c.Name] = c.Value
 	}
-	configs, cerr := b.canonicalTopicConfigs(raw)
+	configs, cerr := b.brokerConfigs().CheckNewTopicConfigs(raw)
 	if cerr != nil {
 		return 0, nil, cerr
 	}
@@ -127,20 +128,20 @@ func (b *Broker) newTopicPartitions(rt kmsg.CreateTopicsRequestTopic) (int32, er
 			return b.cfg.DefaultPartition, checkReplicationFactor(rt.ReplicationFactor)
 		}
 		if rt.NumPartitions <= 0 {
-			return 0, newAdminError(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value.")
+			return 0, apierr.New(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value.")
 		}
 		return rt.NumPartitions, checkReplicationFactor(rt.ReplicationFactor)
 	}
 	if rt.NumPartitions != -1 {
-		return 0, newAdminError(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1.")
+		return 0, apierr.New(kerr.InvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1.")
 	}
 	if rt.ReplicationFactor != -1 {
-		return 0, newAdminError(kerr.InvalidRequest, "A manual partition assignment was specified, but replication factor was not set to -1.")
+		return 0, apierr.New(kerr.InvalidRequest, "A manual partition assignment was specified, but replication factor was not set to -1.")
 	}
 	seen := make([]bool, len(rt.ReplicaAssignment))
 	for _, a := range rt.ReplicaAssignment {
 		if a.Partition < 0 || int(a.Partition) >= len(seen) || seen[a.Partition] {
-			return 0, newAdminError(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
+			return 0, apierr.New(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
 		}
 		seen[a.Partition] = true
 		if err := b.checkAssignment(a.Replicas); err != nil {

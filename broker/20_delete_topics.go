@@ -17,6 +17,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -67,10 +68,10 @@ func (b *Broker) deleteTopic(ctx context.Context, rt kmsg.DeleteTopicsRequestTop
 	var t *topic
 	if rt.Topic == nil {
 		if t = b.catalog.lookupID(ctx, rt.TopicID); t == nil {
-			return nil, newAdminError(kerr.UnknownTopicID, "This server does not host this topic ID.")
+			return nil, apierr.New(kerr.UnknownTopicID, "This server does not host this topic ID.")
 		}
 	} else if t = b.catalog.lookup(ctx, *rt.Topic); t == nil {
-		return nil, newAdminError(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition.")
+		return nil, apierr.New(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition.")
 	}
 	if err := b.catalog.dropTopic(ctx, t.name); err != nil {
 		return t, err

@@ -6,10 +6,10 @@ package broker
 //   - TOPIC: every topic config key Kafka 4.4 has, in Kafka's order, with
 //     the topic's override or the value it inherits from the broker, its
 //     source and (when asked) synonyms: the override, then the broker keys
-//     it falls back to (see topic_configs.go). Unknown topic:
+//     it falls back to (see package kconfig). Unknown topic:
 //     UNKNOWN_TOPIC_OR_PARTITION; invalid name: INVALID_TOPIC_EXCEPTION
 //   - BROKER "1": every broker key Kafka 4.4 has, with kafgres's values
-//     (broker_configs.go); "": only the cluster-wide dynamic defaults; any
+//     (package kconfig); "": only the cluster-wide dynamic defaults; any
 //     other name: INVALID_REQUEST with Kafka's message
 //   - BROKER_LOGGER "1": kafgres's one logger, "root", with its level
 //   - GROUP: Kafka's group config keys with the broker defaults (kafgres
@@ -28,6 +28,8 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -42,8 +44,8 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.De
 		// Kafka sends an empty message, not null, when there is none.
 		msg := ""
 		if err != nil {
-			res.ErrorCode = err.code
-			msg = err.msg
+			res.ErrorCode = err.Code()
+			msg = err.Message()
 			configs = []kmsg.DescribeConfigsResponseResourceConfig{}
 		}
 		res.ErrorMessage = &msg
@@ -55,48 +57,48 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.De
 
 // errDescribeResourceType is Kafka's answer for a resource type it has no
 // configs for: INVALID_REQUEST with the error's default message.
-var errDescribeResourceType = &apiError{code: kerr.InvalidRequest.Code, msg: kerr.InvalidRequest.Description}
+var errDescribeResourceType = apierr.New(kerr.InvalidRequest, "%s", kerr.InvalidRequest.Description)
 
-func (b *Broker) describeResource(ctx context.Context, r kmsg.DescribeConfigsRequestResource, synonyms, docs bool) ([]kmsg.DescribeConfigsResponseResourceConfig, *apiError) {
+func (b *Broker) describeResource(ctx context.Context, r kmsg.DescribeConfigsRequestResource, synonyms, docs bool) ([]kmsg.DescribeConfigsResponseResourceConfig, *apierr.Error) {
 	name := r.ResourceName
 	switch r.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
 		if p := topicNameProblem(name); p != "" {
-			return nil, &apiError{code: kerr.InvalidTopicException.Code, msg: "Topic name is invalid: " + p}
+			return nil, apierr.New(kerr.InvalidTopicException, "Topic name is invalid: %s", p)
 		}
 		t := b.catalog.lookup(ctx, name)
 		if t == nil {
-			return nil, &apiError{code: kerr.UnknownTopicOrPartition.Code}
+			return nil, apierr.WithoutMessage(kerr.UnknownTopicOrPartition)
 		}
-		return b.describeTopicConfigs(t, r.ConfigNames, synonyms, docs), nil
+		return b.brokerConfigs().DescribeTopic(t.configs, r.ConfigNames, synonyms, docs), nil
 	case kmsg.ConfigResourceTypeBroker:
 		cluster, err := b.brokerEntity(name, true)
 		if err != nil {
 			return nil, err
 		}
-		return b.brokerConfigs().describeBroker(cluster, r.ConfigNames, synonyms, docs), nil
+		return b.brokerConfigs().DescribeBroker(cluster, r.ConfigNames, synonyms, docs), nil
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		if name == "" {
-			return nil, invalidRequest("Broker id must not be empty")
+			return nil, apierr.InvalidRequest("Broker id must not be empty")
 		}
 		id, err := strconv.ParseInt(name, 10, 32)
 		if err != nil {
-			return nil, invalidRequest("Broker id must be an integer, but it is: %s", name)
+			return nil, apierr.InvalidRequest("Broker id must be an integer, but it is: %s", name)
 		}
 		if int32(id) != b.cfg.NodeID {
-			return nil, invalidRequest("Unexpected broker id, expected %d but received %s", b.cfg.NodeID, name)
+			return nil, apierr.InvalidRequest("Unexpected broker id, expected %d but received %s", b.cfg.NodeID, name)
 		}
 		return b.describeBrokerLoggers(r.ConfigNames), nil
 	case kmsg.ConfigResourceTypeGroupConfig:
 		if name == "" {
-			return nil, invalidRequest("Group name must not be empty")
+			return nil, apierr.InvalidRequest("Group name must not be empty")
 		}
-		return b.brokerConfigs().describeGroupConfigs(r.ConfigNames, synonyms, docs), nil
+		return b.brokerConfigs().DescribeGroup(r.ConfigNames, synonyms, docs), nil
 	case kmsg.ConfigResourceTypeClientMetrics:
 		if name == "" {
-			return nil, invalidRequest("Client metrics subscription name must not be empty")
+			return nil, apierr.InvalidRequest("Client metrics subscription name must not be empty")
 		}
-		return describeClientMetrics(r.ConfigNames, docs), nil
+		return kconfig.DescribeClientMetrics(r.ConfigNames, docs), nil
 	}
 	return nil, errDescribeResourceType
 }

@@ -7,9 +7,9 @@ package broker
 //     override set (a topic's kafgres.topic_config rows, or the broker's or
 //     cluster default's kafgres.broker_config rows); each resource in one
 //     transaction; validateOnly checks and rolls back
-//   - TOPIC: Kafka's validation and messages (topic_configs.go); unknown
+//   - TOPIC: Kafka's validation and messages (package kconfig); unknown
 //     topic: UNKNOWN_TOPIC_OR_PARTITION "The topic 'x' does not exist."
-//   - BROKER "1" or "": broker_configs.go's rules (only log keys that are
+//   - BROKER "1" or "": package kconfig's rules (only log keys that are
 //     topic-config synonyms, and unknown custom keys, can be set); a name
 //     or value with a NUL byte or invalid UTF-8, which Postgres text
 //     cannot store: INVALID_REQUEST
@@ -27,36 +27,39 @@ package broker
 import (
 	"context"
 
+	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func handleAlterConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	keys := make([]resourceKey, len(req.Resources))
+	keys := make([]kconfig.Resource, len(req.Resources))
 	for i, r := range req.Resources {
-		keys[i] = resourceKey{r.ResourceType, r.ResourceName}
+		keys[i] = kconfig.Resource{Type: r.ResourceType, Name: r.ResourceName}
 	}
-	errs := b.alterEach(ctx, keys, req.ValidateOnly, func(i int) *apiError {
+	errs := b.alterEach(ctx, keys, req.ValidateOnly, func(i int) *apierr.Error {
 		return b.alterConfigsResource(ctx, req.Resources[i], req.ValidateOnly)
 	})
 	for i, r := range req.Resources {
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = r.ResourceType, r.ResourceName
-		res.ErrorCode, res.ErrorMessage = errs[i].errorCode(), errs[i].errorMessage()
+		res.ErrorCode, res.ErrorMessage = errs[i].Code(), errs[i].NullableMessage()
 		resp.Resources = append(resp.Resources, res)
 	}
 	return resp, nil
 }
 
 // alterEach runs alter for every resource named once (one named twice gets
-// errDuplicateResource, as Kafka answers) and reloads the catalog when
-// something changed, so the answer is sent only once the change is served.
-func (b *Broker) alterEach(ctx context.Context, keys []resourceKey, validateOnly bool, alter func(i int) *apiError) []*apiError {
-	dups := duplicateResources(keys)
-	errs := make([]*apiError, len(keys))
+// kconfig.ErrDuplicateResource, as Kafka answers) and reloads the catalog
+// when something changed, so the answer is sent only once the change is
+// served.
+func (b *Broker) alterEach(ctx context.Context, keys []kconfig.Resource, validateOnly bool, alter func(i int) *apierr.Error) []*apierr.Error {
+	dups := kconfig.DuplicateResources(keys)
+	errs := make([]*apierr.Error, len(keys))
 	altered := false
 	for i, k := range keys {
-		errs[i] = errDuplicateResource
+		errs[i] = kconfig.ErrDuplicateResource
 		if !dups[k] {
 			errs[i] = alter(i)
 			altered = altered || errs[i] == nil && !validateOnly
@@ -70,26 +73,26 @@ func (b *Broker) alterEach(ctx context.Context, keys []resourceKey, validateOnly
 	return errs
 }
 
-func (b *Broker) alterConfigsResource(ctx context.Context, r kmsg.AlterConfigsRequestResource, validateOnly bool) *apiError {
+func (b *Broker) alterConfigsResource(ctx context.Context, r kmsg.AlterConfigsRequestResource, validateOnly bool) *apierr.Error {
 	configs := make(map[string]string, len(r.Configs))
 	for _, c := range r.Configs {
 		if _, dup := configs[c.Name]; dup {
-			return errDuplicateKeys
+			return kconfig.ErrDuplicateKeys
 		}
 		if c.Value == nil {
-			return nullValue(c.Name)
+			return kconfig.NullValue(c.Name)
 		}
 		configs[c.Name] = *c.Value
 	}
 	switch r.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		return b.alterTopic(ctx, r.ResourceName, validateOnly, func(*brokerConfigs, map[string]string) (map[string]string, *apiError) {
+		return b.alterTopic(ctx, r.ResourceName, validateOnly, func(*kconfig.Configs, map[string]string) (map[string]string, *apierr.Error) {
 			return configs, nil
 		})
 	case kmsg.ConfigResourceTypeBroker:
-		return b.alterBroker(ctx, r.ResourceName, validateOnly, func(bc *brokerConfigs, cluster bool) (*brokerAlter, *apiError) {
-			return bc.legacy(cluster, r.Configs), nil
+		return b.alterBroker(ctx, r.ResourceName, validateOnly, func(bc *kconfig.Configs, cluster bool) (*kconfig.BrokerAlter, *apierr.Error) {
+			return bc.LegacyBrokerAlter(cluster, r.Configs), nil
 		})
 	}
-	return unknownResourceType(r.ResourceType)
+	return kconfig.UnknownResourceType(r.ResourceType)
 }

@@ -18,6 +18,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -48,16 +49,16 @@ func (b *Broker) createPartitions(ctx context.Context, rt kmsg.CreatePartitionsR
 	current := int32(len(t.parts))
 	switch {
 	case rt.Count == current:
-		return newAdminError(kerr.InvalidPartitions, "Topic already has %d partition(s).", current)
+		return apierr.New(kerr.InvalidPartitions, "Topic already has %d partition(s).", current)
 	case rt.Count < current:
-		return newAdminError(kerr.InvalidPartitions, "The topic %s currently has %d partition(s); %d would not be an increase.", rt.Topic, current, rt.Count)
+		return apierr.New(kerr.InvalidPartitions, "The topic %s currently has %d partition(s); %d would not be an increase.", rt.Topic, current, rt.Count)
 	}
 	if rt.Count-current > maxPartitionsPerRequest {
-		return newAdminError(kerr.PolicyViolation, "Excessively large number of additional partitions per request.")
+		return apierr.New(kerr.PolicyViolation, "Excessively large number of additional partitions per request.")
 	}
 	if rt.Assignment != nil {
 		if len(rt.Assignment) != int(rt.Count-current) {
-			return newAdminError(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", rt.Count-current, len(rt.Assignment))
+			return apierr.New(kerr.InvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", rt.Count-current, len(rt.Assignment))
 		}
 		for _, a := range rt.Assignment {
 			if err := b.checkAssignment(a.Replicas); err != nil {

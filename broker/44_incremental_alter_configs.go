@@ -8,8 +8,8 @@ package broker
 //     current value, Kafka's default when unset; DELETE of a key that is not
 //     set succeeds
 //   - the resulting complete set is validated as AlterConfigs validates
-//     (topic_configs.go, broker_configs.go) and replaces the stored one in
-//     one transaction per resource; validateOnly rolls it back
+//     (package kconfig) and replaces the stored one in one transaction per
+//     resource; validateOnly rolls it back
 //   - BROKER_LOGGER "1": the "root" logger's level (TRACE, DEBUG, INFO,
 //     WARN, ERROR, FATAL) until the broker restarts, as Kafka keeps log4j
 //     levels; other loggers do not exist
@@ -25,78 +25,79 @@ package broker
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 
+	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	keys := make([]resourceKey, len(req.Resources))
+	keys := make([]kconfig.Resource, len(req.Resources))
 	for i, r := range req.Resources {
-		keys[i] = resourceKey{r.ResourceType, r.ResourceName}
+		keys[i] = kconfig.Resource{Type: r.ResourceType, Name: r.ResourceName}
 	}
-	errs := b.alterEach(ctx, keys, req.ValidateOnly, func(i int) *apiError {
+	errs := b.alterEach(ctx, keys, req.ValidateOnly, func(i int) *apierr.Error {
 		return b.incrementalAlterResource(ctx, req.Resources[i], req.ValidateOnly)
 	})
 	for i, r := range req.Resources {
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = r.ResourceType, r.ResourceName
-		res.ErrorCode, res.ErrorMessage = errs[i].errorCode(), errs[i].errorMessage()
+		res.ErrorCode, res.ErrorMessage = errs[i].Code(), errs[i].NullableMessage()
 		resp.Resources = append(resp.Resources, res)
 	}
 	return resp, nil
 }
 
-func (b *Broker) incrementalAlterResource(ctx context.Context, r kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) *apiError {
+func (b *Broker) incrementalAlterResource(ctx context.Context, r kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) *apierr.Error {
 	seen := make(map[string]bool, len(r.Configs))
 	for _, c := range r.Configs {
 		if seen[c.Name] {
-			return errDuplicateKeys
+			return kconfig.ErrDuplicateKeys
 		}
 		seen[c.Name] = true
 		if c.Op < kmsg.IncrementalAlterConfigOpSet || c.Op > kmsg.IncrementalAlterConfigOpSubtract {
 			if r.ResourceType == kmsg.ConfigResourceTypeTopic {
-				return &apiError{code: kerr.UnknownServerError.Code}
+				return apierr.WithoutMessage(kerr.UnknownServerError)
 			}
-			return invalidRequest("Unknown operations type %d", int8(c.Op))
+			return apierr.InvalidRequest("Unknown operations type %d", int8(c.Op))
 		}
 		if c.Value == nil && c.Op != kmsg.IncrementalAlterConfigOpDelete {
-			return nullValue(c.Name)
+			return kconfig.NullValue(c.Name)
 		}
 	}
 	switch r.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		return b.alterTopic(ctx, r.ResourceName, validateOnly, func(bc *brokerConfigs, current map[string]string) (map[string]string, *apiError) {
-			return bc.incrementalTopicConfigs(current, r.Configs)
+		return b.alterTopic(ctx, r.ResourceName, validateOnly, func(bc *kconfig.Configs, current map[string]string) (map[string]string, *apierr.Error) {
+			return bc.IncrementalTopicConfigs(current, r.Configs)
 		})
 	case kmsg.ConfigResourceTypeBroker:
-		return b.alterBroker(ctx, r.ResourceName, validateOnly, func(bc *brokerConfigs, cluster bool) (*brokerAlter, *apiError) {
-			return bc.incremental(cluster, r.Configs)
+		return b.alterBroker(ctx, r.ResourceName, validateOnly, func(bc *kconfig.Configs, cluster bool) (*kconfig.BrokerAlter, *apierr.Error) {
+			return bc.IncrementalBrokerAlter(cluster, r.Configs)
 		})
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		return b.alterLoggers(r, validateOnly)
 	}
-	return unknownResourceType(r.ResourceType)
+	return kconfig.UnknownResourceType(r.ResourceType)
 }
 
-func (b *Broker) alterLoggers(r kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) *apiError {
+func (b *Broker) alterLoggers(r kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) *apierr.Error {
 	id, perr := strconv.ParseInt(r.ResourceName, 10, 32)
 	if perr != nil {
-		return invalidRequest("Node id must be an integer, but it is: %s", r.ResourceName)
+		return apierr.InvalidRequest("Node id must be an integer, but it is: %s", r.ResourceName)
 	}
 	if int32(id) != b.cfg.NodeID {
-		return invalidRequest("Unexpected node id. Expected %d, but received %s", b.cfg.NodeID, r.ResourceName)
+		return apierr.InvalidRequest("Unexpected node id. Expected %d, but received %s", b.cfg.NodeID, r.ResourceName)
 	}
-	level, err := checkLoggerOps(r.Configs)
+	level, err := kconfig.CheckLoggerOps(r.Configs)
 	if err != nil {
 		return err
 	}
 	if level != nil && !validateOnly {
-		b.logLevel().Set(slog.Level(*level))
-		b.log.Info("log level changed", "level", kafkaLogLevel(*level))
+		b.logLevel().Set(*level)
+		b.log.Info("log level changed", "level", kconfig.LogLevelName(*level))
 	}
 	return nil
 }

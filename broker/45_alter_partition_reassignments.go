@@ -20,6 +20,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -39,9 +40,9 @@ func handleAlterPartitionReassignments(ctx context.Context, b *Broker, _ *conn, 
 			var err error
 			switch {
 			case t == nil:
-				err = newAdminError(kerr.UnknownTopicOrPartition, "Unable to find a topic named %s.", in.Topic)
+				err = apierr.New(kerr.UnknownTopicOrPartition, "Unable to find a topic named %s.", in.Topic)
 			case t.partition(ip.Partition) == nil:
-				err = newAdminError(kerr.UnknownTopicOrPartition, "Unable to find partition %s:%d.", in.Topic, ip.Partition)
+				err = apierr.New(kerr.UnknownTopicOrPartition, "Unable to find partition %s:%d.", in.Topic, ip.Partition)
 			case ip.Replicas == nil:
 				err = kerr.NoReassignmentInProgress
 			default:

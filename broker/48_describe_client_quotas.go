@@ -19,6 +19,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -27,7 +28,7 @@ func handleDescribeClientQuotas(ctx context.Context, b *Broker, _ *conn, req *km
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 	for _, c := range req.Components {
 		if c.EntityType != "user" && c.EntityType != "client-id" && c.EntityType != "ip" {
-			resp.ErrorCode, resp.ErrorMessage = b.codeAndMessage("", newAdminError(kerr.UnsupportedVersion, "Unsupported entity type %s", c.EntityType))
+			resp.ErrorCode, resp.ErrorMessage = b.codeAndMessage("", apierr.New(kerr.UnsupportedVersion, "Unsupported entity type %s", c.EntityType))
 			return resp, nil
 		}
 	}

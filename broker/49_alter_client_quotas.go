@@ -21,6 +21,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -48,7 +49,7 @@ func handleAlterClientQuotas(ctx context.Context, b *Broker, _ *conn, req *kmsg.
 	}
 	// Kafka reports duplicated entities first.
 	for _, in := range dups {
-		answer(in, newAdminError(kerr.InvalidRequest, "Ignoring duplicate entity %s", entityOf(in)))
+		answer(in, apierr.New(kerr.InvalidRequest, "Ignoring duplicate entity %s", entityOf(in)))
 	}
 	for _, in := range unique {
 		answer(in, b.alterQuotaEntry(ctx, entityOf(in), in.Ops, req.ValidateOnly))
@@ -64,10 +65,10 @@ func (b *Broker) alterQuotaEntry(ctx context.Context, e quotaEntity, ops []kmsg.
 	var changes []quotaOp
 	for _, op := range ops {
 		if !slices.Contains(keys, op.Key) {
-			return newAdminError(kerr.InvalidRequest, "Invalid configuration key %s", op.Key)
+			return apierr.New(kerr.InvalidRequest, "Invalid configuration key %s", op.Key)
 		}
 		if !op.Remove && op.Value <= 0 {
-			return newAdminError(kerr.InvalidRequest, "Quota %s must be greater than 0", op.Key)
+			return apierr.New(kerr.InvalidRequest, "Quota %s must be greater than 0", op.Key)
 		}
 		changes = append(changes, quotaOp{key: op.Key, value: op.Value, remove: op.Remove})
 	}

@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -73,7 +74,7 @@ func handleUpdateFeatures(ctx context.Context, b *Broker, _ *conn, req *kmsg.Upd
 
 func (b *Broker) checkFeatureUpdate(version int16, u kmsg.UpdateFeaturesRequestFeatureUpdate) error {
 	invalid := func(format string, args ...any) error {
-		return newAdminError(kerr.InvalidUpdateVersion, "Invalid update version %d for feature %s. %s", u.MaxVersionLevel, u.Feature, fmt.Sprintf(format, args...))
+		return apierr.New(kerr.InvalidUpdateVersion, "Invalid update version %d for feature %s. %s", u.MaxVersionLevel, u.Feature, fmt.Sprintf(format, args...))
 	}
 	f, ok := lookupFeature(u.Feature)
 	if !ok {

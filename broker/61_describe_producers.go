@@ -18,6 +18,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -33,7 +34,7 @@ func handleDescribeProducers(ctx context.Context, b *Broker, _ *conn, req *kmsg.
 			rp.Partition = i
 			switch p := t.partition(i); {
 			case t == nil:
-				rp.ErrorCode, rp.ErrorMessage = b.codeAndMessage("", newAdminError(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition."))
+				rp.ErrorCode, rp.ErrorMessage = b.codeAndMessage("", apierr.New(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition."))
 			case p == nil:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:

@@ -152,7 +152,7 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 	var conns sync.WaitGroup
 	err := acceptLoop(ctx, ln, b.log, &b.acceptErrors, func(nc net.Conn) {
 		ip := remoteIP(nc)
-		maxTotal, maxPerIP := b.brokerConfigs().connectionLimits()
+		maxTotal, maxPerIP := b.brokerConfigs().ConnectionLimits()
 		if !b.conns.admit(ip, maxTotal, maxPerIP) {
 			b.log.Info("connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max_connections", maxTotal, "max_connections_per_ip", maxPerIP)
 			nc.Close()

@@ -1,98 +1,33 @@
 package broker
 
-// Broker configs (resource type BROKER, name "1" for this broker or "" for
-// the cluster-wide default). DescribeConfigs lists every key Kafka 4.4 has
-// (configdata/kafka-4.4.0.json) with the value kafgres really uses, from
-// the highest source down:
-//
-//   - DYNAMIC_BROKER_CONFIG: kafgres.broker_config rows with node_id 1
-//   - DYNAMIC_DEFAULT_BROKER_CONFIG: rows with node_id NULL; like Kafka 4.x
-//     with eligible leader replicas, the cluster default always holds
-//     min.insync.replicas (1 unless set)
-//   - STATIC_BROKER_CONFIG: what kafgres is started with (Config) in
-//     Kafka's terms: node.id, listeners, log.dirs, num.partitions, ...
-//   - DEFAULT_CONFIG: Kafka's default
-//
-// Alters accept the log keys that are synonyms of topic configs (the ones
-// Kafka reconfigures dynamically for logs: log.retention.ms,
-// log.segment.bytes, message.max.bytes, ...) and, as Kafka does, keys it
-// does not know (plugins' custom configs); every other known key is
-// refused as not dynamically updatable.
+// How the broker feeds Kafka's configuration model (package kconfig): its
+// start-up Config in Kafka's key names, the dynamic configs the catalog
+// loaded from Postgres, and the logger level it runs with.
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"math"
 	"net"
-	"sort"
 	"strconv"
-	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/twmb/franz-go/pkg/kmsg"
-)
-
-// brokerConfigs is one consistent view of the broker configuration. Its
-// maps are never written after it is built.
-type brokerConfigs struct {
-	node     map[string]string // DYNAMIC_BROKER_CONFIG
-	cluster  map[string]string // DYNAMIC_DEFAULT_BROKER_CONFIG
-	static   map[string]string // STATIC_BROKER_CONFIG
-	defaults map[string]string // DEFAULT_CONFIG (keys with a non-null default)
-}
-
-// kafkaBrokerDefaults and kafkaBrokerKeys index configdata's broker keys.
-var (
-	kafkaBrokerDefaults = func() map[string]string {
-		m := map[string]string{}
-		for _, e := range kafkaConfigs.Broker {
-			if e.Default != nil {
-				m[e.Name] = *e.Default
-			}
-		}
-		return m
-	}()
-	kafkaBrokerKeys = func() map[string]*configEntry {
-		m := map[string]*configEntry{}
-		for i := range kafkaConfigs.Broker {
-			m[kafkaConfigs.Broker[i].Name] = &kafkaConfigs.Broker[i]
-		}
-		return m
-	}()
-)
-
-// eligibleLeaderReplicas: Kafka 4.x clusters run with ELR, which pins
-// min.insync.replicas at the cluster level (see brokerConfigs.cluster).
-const (
-	minISRKey        = "min.insync.replicas"
-	minISRClusterDef = "1"
 )
 
 // brokerConfigs is the current view: the catalog's dynamic configs, the
 // broker's start-up configuration and Kafka's defaults.
-func (b *Broker) brokerConfigs() *brokerConfigs {
+func (b *Broker) brokerConfigs() *kconfig.Configs {
 	if bc := b.catalog.brokerConfigs(); bc != nil {
 		return bc
 	}
 	return newBrokerConfigs(b.cfg, nil, nil)
 }
 
-func newBrokerConfigs(cfg Config, node, cluster map[string]string) *brokerConfigs {
-	if _, ok := cluster[minISRKey]; !ok {
-		c := make(map[string]string, len(cluster)+1)
-		for k, v := range cluster {
-			c[k] = v
-		}
-		c[minISRKey] = minISRClusterDef
-		cluster = c
-	}
-	if node == nil {
-		node = map[string]string{}
-	}
-	return &brokerConfigs{node: node, cluster: cluster, static: staticBrokerConfigs(cfg), defaults: kafkaBrokerDefaults}
+// newBrokerConfigs is the view of these dynamic configs of this broker
+// (node) and of the cluster default (cluster) for a broker started with cfg.
+func newBrokerConfigs(cfg Config, node, cluster map[string]string) *kconfig.Configs {
+	return kconfig.New(staticBrokerConfigs(cfg), node, cluster)
 }
 
 // staticBrokerConfigs is kafgres's start-up configuration as the
@@ -127,577 +62,48 @@ func staticBrokerConfigs(cfg Config) map[string]string {
 		"group.max.size":               strconv.Itoa(min(cfg.GroupMaxSize, math.MaxInt32)),
 	}
 	for k, v := range differs {
-		if v != "0" && v != kafkaBrokerDefaults[k] {
+		if def, _ := kconfig.BrokerDefault(k); v != "0" && v != def {
 			m[k] = v
 		}
 	}
 	return m
 }
 
-// resolve is the broker's current value of name, from the highest source.
-func (bc *brokerConfigs) resolve(name string) (string, bool) {
-	for _, m := range []map[string]string{bc.node, bc.cluster, bc.static, bc.defaults} {
-		if v, ok := m[name]; ok {
-			return v, true
-		}
+// topicSettings is what t is configured to do right now. Take t from the
+// catalog (topicByName), not from a partition: a partition keeps the topic
+// value it was opened with, while the catalog's is replaced on every
+// reload with the latest configs. The catalog computes the settings when it
+// loads a topic, so this is cheap enough for every request.
+func (b *Broker) topicSettings(t *topic) kconfig.TopicSettings {
+	if t.settings != nil {
+		return *t.settings
 	}
-	return "", false
-}
-
-// brokerSynonymNames is DynamicBrokerConfig.brokerConfigSynonyms: the keys
-// that set the same thing as name, highest precedence first.
-func brokerSynonymNames(name string) []string {
-	switch name {
-	case "log.roll.ms", "log.roll.hours":
-		return []string{"log.roll.ms", "log.roll.hours"}
-	case "log.roll.jitter.ms", "log.roll.jitter.hours":
-		return []string{"log.roll.jitter.ms", "log.roll.jitter.hours"}
-	case "log.flush.interval.ms":
-		return []string{"log.flush.interval.ms", "log.flush.scheduler.interval.ms"}
-	case "log.retention.ms", "log.retention.minutes", "log.retention.hours":
-		return []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours"}
-	}
-	return []string{name}
-}
-
-// synonyms is ConfigHelper.configSynonyms: every source's value of each
-// of names, dynamic broker first, then dynamic default, static, default;
-// entries before the first one for name itself are dropped (so
-// retention.ms lists no log.retention.hours default while log.retention.ms
-// is unset — Kafka's own quirk).
-func (bc *brokerConfigs) synonyms(name string, names []string, sensitive bool) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
-	var out []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
-	sources := []struct {
-		m   map[string]string
-		src kmsg.ConfigSource
-	}{
-		{bc.node, kmsg.ConfigSourceDynamicBrokerConfig},
-		{bc.cluster, kmsg.ConfigSourceDynamicDefaultBrokerConfig},
-		{bc.static, kmsg.ConfigSourceStaticBrokerConfig},
-		{bc.defaults, kmsg.ConfigSourceDefaultConfig},
-	}
-	for _, s := range sources {
-		for _, n := range names {
-			if v, ok := s.m[n]; ok {
-				var value *string
-				if !sensitive {
-					value = &v
-				}
-				out = append(out, configSynonym(n, value, s.src))
-			}
-		}
-	}
-	for len(out) > 0 && out[0].Name != name {
-		out = out[1:]
-	}
-	return out
-}
-
-// alterableBrokerKeys are the broker keys kafgres lets AlterConfigs set:
-// the broker synonyms of topic configs that Kafka reconfigures at runtime,
-// and the connection quotas (conn_limits.go).
-var alterableBrokerKeys = func() map[string]bool {
-	m := map[string]bool{"max.connections": true, "max.connections.per.ip": true}
-	for _, k := range topicKeys {
-		if len(k.synonyms) > 0 {
-			if e := kafkaBrokerKeys[k.synonyms[0].name]; e != nil && !e.ReadOnly {
-				m[e.Name] = true
-			}
-		}
-	}
-	return m
-}()
-
-// brokerKeyType is name's type, UNKNOWN for a key Kafka does not have.
-func brokerKeyType(name string) kmsg.ConfigType {
-	if e := kafkaBrokerKeys[name]; e != nil {
-		return e.configType()
-	}
-	return kmsg.ConfigTypeUnknown
-}
-
-// brokerValidator is the check Kafka applies to a dynamic value of an
-// alterable broker key; most are their topic synonym's.
-func brokerValidator(name string) validator {
-	switch name {
-	case "log.retention.ms":
-		return requirement(func(n int64) bool { return n >= 1 || n < 0 }, "log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
-	case "log.roll.ms":
-		return requirement(func(n int64) bool { return n >= 1 }, "log.roll.ms must be greater than or equal to 1")
-	case "log.roll.jitter.ms":
-		return requirement(func(n int64) bool { return n >= 0 }, "log.roll.jitter.ms must be greater than or equal to 0")
-	case "log.cleanup.policy":
-		return cleanupPolicies(true)
-	case "max.connections", "max.connections.per.ip":
-		return atLeast(0)
-	}
-	for _, k := range topicKeys {
-		if len(k.synonyms) > 0 && k.synonyms[0].name == name {
-			if k.name == "flush.ms" {
-				return nil // log.flush.interval.ms takes any long
-			}
-			return k.check
-		}
-	}
-	return nil
-}
-
-// requirement is a KafkaConfig "require" check.
-func requirement(ok func(int64) bool, msg string) validator {
-	return func(_ string, v configValue) *apiError {
-		if !ok(v.num) {
-			return invalidRequest("requirement failed: %s", msg)
-		}
-		return nil
-	}
-}
-
-// brokerAlter is one BROKER resource's change: the entity's new dynamic
-// config set and the keys the request sets and deletes.
-type brokerAlter struct {
-	cluster bool
-	set     []string // keys given a value, in request order
-	deleted []string // keys removed
-	next    map[string]string
-}
-
-// check validates a, in Kafka's order: keys that cannot be updated
-// dynamically, values, eligible-leader-replica rules, checks across keys.
-// It returns the canonical set to store.
-func (bc *brokerConfigs) check(a *brokerAlter) (map[string]string, *apiError) {
-	// A custom key is stored as given (below), so its name and value
-	// must fit in kafgres.broker_config's text columns.
-	for _, k := range a.set {
-		if !storableText(k) {
-			return nil, invalidRequest("%s", unstorableText("Configuration name", k))
-		}
-		if !storableText(a.next[k]) {
-			return nil, invalidRequest("%s", unstorableText("Value of configuration "+k, a.next[k]))
-		}
-	}
-	var static []string
-	for _, k := range a.set {
-		if kafkaBrokerKeys[k] != nil && !alterableBrokerKeys[k] {
-			static = append(static, k)
-		}
-	}
-	if len(static) > 0 {
-		return nil, invalidRequest("Cannot update these configs dynamically: [%s]", strings.Join(javaHashSetOrder(static), ", "))
-	}
-	out := make(map[string]string, len(a.next))
-	for k, raw := range a.next {
-		out[k] = raw
-	}
-	for _, k := range a.set {
-		if kafkaBrokerKeys[k] == nil {
-			continue // a custom config: stored as given
-		}
-		v, err := parseConfig(k, brokerKeyType(k), a.next[k])
-		if err == nil {
-			if check := brokerValidator(k); check != nil {
-				err = check(k, v)
-			}
-		}
-		if err != nil {
-			if err.code == kerr.InvalidConfig.Code {
-				err = &apiError{code: kerr.InvalidRequest.Code, msg: err.msg}
-			}
-			return nil, err
-		}
-		out[k] = v.str
-	}
-	changed := contains(a.set, minISRKey) || contains(a.deleted, minISRKey)
-	if !a.cluster && changed {
-		return nil, invalidConfig("Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
-	}
-	if _, ok := out[minISRKey]; a.cluster && !ok {
-		return nil, invalidConfig("Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
-	}
-	next := &brokerConfigs{node: bc.node, cluster: bc.cluster, static: bc.static, defaults: bc.defaults}
-	if a.cluster {
-		next.cluster = out
-	} else {
-		next.node = out
-	}
-	if err := next.checkRemoteRetention(); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// checkRemoteRetention is Kafka's check of the local (tiered storage)
-// retention and copy lag against the log retention, which it applies to
-// dynamic broker configs even without tiered storage.
-func (bc *brokerConfigs) checkRemoteRetention() *apiError {
-	long := func(name string) int64 {
-		v := bc.topicDefault(topicKeyByName[name])
-		return v.num
-	}
-	wrap := func(key string, value int64, msg string) *apiError {
-		return invalidRequest("Invalid value org.apache.kafka.common.config.ConfigException: Invalid value %d for configuration %s: %s for configuration Invalid dynamic configuration", value, key, msg)
-	}
-	retMs, localMs := long("retention.ms"), long("local.retention.ms")
-	if retMs != -1 && localMs != -2 {
-		if localMs == -1 {
-			return wrap("log.local.retention.ms", localMs, fmt.Sprintf("Value must not be -1 as log.retention.ms value is set as %d.", retMs))
-		}
-		if localMs > retMs {
-			return wrap("log.local.retention.ms", localMs, fmt.Sprintf("Value must not be more than log.retention.ms property value: %d", retMs))
-		}
-	}
-	retBytes, localBytes := long("retention.bytes"), long("local.retention.bytes")
-	if retBytes > -1 && localBytes != -2 {
-		if localBytes == -1 {
-			return wrap("log.local.retention.bytes", localBytes, fmt.Sprintf("Value must not be -1 as log.retention.bytes value is set as %d.", retBytes))
-		}
-		if localBytes > retBytes {
-			return wrap("log.local.retention.bytes", localBytes, fmt.Sprintf("Value must not be more than log.retention.bytes property value: %d", retBytes))
-		}
-	}
-	lag := func(key, localKey string, lagValue, local, retention int64) *apiError {
-		effective := local
-		if local == -2 {
-			effective = retention
-		}
-		if lagValue > 0 && effective >= 0 && lagValue > effective {
-			return wrap(key, lagValue, fmt.Sprintf("Value must not exceed %s (effective value: %d)", localKey, effective))
-		}
-		return nil
-	}
-	if err := lag("log.remote.copy.lag.ms", "log.local.retention.ms", long("remote.copy.lag.ms"), localMs, retMs); err != nil {
-		return err
-	}
-	return lag("log.remote.copy.lag.bytes", "log.local.retention.bytes", long("remote.copy.lag.bytes"), localBytes, retBytes)
-}
-
-// incremental builds the alter for IncrementalAlterConfigs operations on
-// the entity's current dynamic configs.
-func (bc *brokerConfigs) incremental(cluster bool, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (*brokerAlter, *apiError) {
-	current := bc.node
-	if cluster {
-		current = bc.cluster
-	}
-	a := &brokerAlter{cluster: cluster, next: make(map[string]string, len(current))}
-	for k, v := range current {
-		a.next[k] = v
-	}
-	for _, op := range ops {
-		switch op.Op {
-		case kmsg.IncrementalAlterConfigOpSet:
-			a.next[op.Name] = *op.Value
-			a.set = append(a.set, op.Name)
-		case kmsg.IncrementalAlterConfigOpDelete:
-			delete(a.next, op.Name)
-			a.deleted = append(a.deleted, op.Name)
-		default: // APPEND, SUBTRACT
-			if brokerKeyType(op.Name) != kmsg.ConfigTypeList {
-				return nil, invalidConfig("Config value %s is not allowed for config key: %s", strings.ToLower(op.Op.String()), op.Name)
-			}
-			base, ok := a.next[op.Name]
-			if !ok {
-				base, _ = bc.resolve(op.Name)
-			}
-			a.next[op.Name] = applyListOp(base, op.Op, *op.Value)
-			a.set = append(a.set, op.Name)
-		}
-	}
-	return a, nil
-}
-
-// legacy builds the alter for AlterConfigs, which replaces the entity's
-// whole dynamic config set.
-func (bc *brokerConfigs) legacy(cluster bool, configs []kmsg.AlterConfigsRequestResourceConfig) *brokerAlter {
-	current := bc.node
-	if cluster {
-		current = bc.cluster
-	}
-	a := &brokerAlter{cluster: cluster, next: map[string]string{}}
-	for _, c := range configs {
-		a.next[c.Name] = *c.Value
-		a.set = append(a.set, c.Name)
-	}
-	for k := range current {
-		if _, ok := a.next[k]; !ok {
-			a.deleted = append(a.deleted, k)
-		}
-	}
-	return a
-}
-
-const (
-	sqlLockBrokerConfigs  = `LOCK TABLE kafgres.broker_config IN SHARE ROW EXCLUSIVE MODE`
-	sqlDeleteBrokerConfig = `DELETE FROM kafgres.broker_config WHERE node_id OPERATOR(pg_catalog.=) $1::int OR (node_id IS NULL AND $1::int IS NULL)`
-	sqlInsertBrokerConfig = `
-INSERT INTO kafgres.broker_config (node_id, name, value)
-SELECT $1, n, v FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS c(n, v)`
-	sqlLoadBrokerConfigs = `SELECT node_id, name, value FROM kafgres.broker_config`
-)
-
-// configColumns splits configs into the name and value arrays the insert
-// statements unnest.
-func configColumns(configs map[string]string) (names, values []string) {
-	for n, v := range configs {
-		names = append(names, n)
-		values = append(values, v)
-	}
-	return names, values
-}
-
-// replaceBrokerConfigs makes configs the entity's dynamic config set
-// (nodeID nil: the cluster default).
-func replaceBrokerConfigs(ctx context.Context, tx pgx.Tx, nodeID *int32, configs map[string]string) error {
-	if _, err := tx.Exec(ctx, sqlDeleteBrokerConfig, nodeID); err != nil {
-		return fmt.Errorf("clear broker configs: %w", err)
-	}
-	if len(configs) == 0 {
-		return nil
-	}
-	names, values := configColumns(configs)
-	if _, err := tx.Exec(ctx, sqlInsertBrokerConfig, nodeID, names, values); err != nil {
-		return fmt.Errorf("store broker configs: %w", err)
-	}
-	return nil
-}
-
-// describeBroker is DescribeConfigs' answer for this broker (cluster
-// false) or the cluster default entity (only the keys set there).
-func (bc *brokerConfigs) describeBroker(cluster bool, keys []string, synonyms, documentation bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	want := keySet(keys)
-	var names []string
-	for _, e := range kafkaConfigs.Broker {
-		if _, set := bc.cluster[e.Name]; !cluster || set {
-			names = append(names, e.Name)
-		}
-	}
-	names = append(names, bc.customKeys(cluster)...)
-	if cluster {
-		names = javaHashSetOrder(names) // Kafka lists the defaults from a HashMap
-	}
-	out := []kmsg.DescribeConfigsResponseResourceConfig{}
-	for _, name := range names {
-		if want != nil && !want[name] {
-			continue
-		}
-		out = append(out, bc.describeBrokerKey(cluster, name, synonyms, documentation))
-	}
-	return out
-}
-
-// customKeys are the dynamic keys Kafka does not know, sorted: the
-// cluster default's, plus this broker's for the broker entity.
-func (bc *brokerConfigs) customKeys(cluster bool) []string {
-	maps := []map[string]string{bc.cluster}
-	if !cluster {
-		maps = append(maps, bc.node)
-	}
-	var out []string
-	for _, m := range maps {
-		for k := range m {
-			if kafkaBrokerKeys[k] == nil && !contains(out, k) {
-				out = append(out, k)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (bc *brokerConfigs) describeBrokerKey(cluster bool, name string, synonyms, documentation bool) kmsg.DescribeConfigsResponseResourceConfig {
-	e := kafkaBrokerKeys[name]
-	sensitive := e == nil || e.Sensitive // a custom key's type is unknown: Kafka hides it
-	syns := bc.synonyms(name, brokerSynonymNames(name), sensitive)
-	if cluster {
-		kept := syns[:0]
-		for _, s := range syns {
-			if s.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig {
-				kept = append(kept, s)
-			}
-		}
-		syns = kept
-	}
-	c := kmsg.NewDescribeConfigsResponseResourceConfig()
-	c.Name = name
-	var value string
-	var ok bool
-	if cluster {
-		value, ok = bc.cluster[name]
-	} else {
-		value, ok = bc.resolve(name)
-	}
-	if ok && !sensitive {
-		c.Value = &value
-	}
-	c.Source = kmsg.ConfigSourceDefaultConfig
-	if len(syns) > 0 {
-		c.Source = syns[0].Source
-	}
-	c.IsSensitive = sensitive
-	c.ReadOnly = !alterableBrokerKeys[name]
-	if e == nil {
-		c.ReadOnly = true
-	}
-	if synonyms {
-		c.ConfigSynonyms = syns
-	}
-	c.ConfigType = brokerKeyType(name)
-	if documentation && e != nil {
-		c.Documentation = e.Doc
-	}
-	return c
-}
-
-// describeGroupConfigs is a GROUP resource: kafgres stores no per-group
-// configs, so every group has the broker's defaults.
-func (bc *brokerConfigs) describeGroupConfigs(keys []string, synonyms, documentation bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	want := keySet(keys)
-	out := []kmsg.DescribeConfigsResponseResourceConfig{}
-	for i := range kafkaConfigs.Group {
-		e := &kafkaConfigs.Group[i]
-		if want != nil && !want[e.Name] {
-			continue
-		}
-		var syns []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
-		for _, s := range e.Synonyms {
-			if kafkaBrokerKeys[s] == nil {
-				// a group-only key standing for itself: Kafka's group
-				// coordinator default
-				syns = append(syns, configSynonym(s, e.Default, kmsg.ConfigSourceDefaultConfig))
-				continue
-			}
-			syns = append(syns, bc.synonyms(s, []string{s}, false)...)
-		}
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name, c.Value, c.Source = e.Name, e.Default, kmsg.ConfigSourceDefaultConfig
-		if len(syns) > 0 {
-			c.Value = syns[0].Value
-		}
-		if synonyms {
-			c.ConfigSynonyms = syns
-		}
-		c.ConfigType = e.configType()
-		if documentation {
-			c.Documentation = e.Doc
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-// describeClientMetrics is a CLIENT_METRICS resource: kafgres has no
-// client metrics subscriptions, so every name has the defaults.
-func describeClientMetrics(keys []string, documentation bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	want := keySet(keys)
-	out := []kmsg.DescribeConfigsResponseResourceConfig{}
-	for i := range kafkaConfigs.ClientMetrics {
-		e := &kafkaConfigs.ClientMetrics[i]
-		if want != nil && !want[e.Name] {
-			continue
-		}
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name, c.Value, c.Source = e.Name, e.Default, kmsg.ConfigSourceDefaultConfig
-		c.ConfigType = e.configType()
-		if documentation {
-			c.Documentation = e.Doc
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-// Broker loggers: kafgres has one logger, "root", whose level
-// IncrementalAlterConfigs changes until the broker restarts (Kafka's log4j
-// levels are not persisted either).
-const rootLogger = "root"
-
-// logLevels maps Kafka's (log4j) level names to slog levels.
-var logLevels = map[string]int{"TRACE": -8, "DEBUG": -4, "INFO": 0, "WARN": 4, "ERROR": 8, "FATAL": 12}
-
-func kafkaLogLevel(level int) string {
-	best := "TRACE"
-	for name, l := range logLevels {
-		if l <= level && l >= logLevels[best] {
-			best = name
-		}
-	}
-	return best
-}
-
-func (b *Broker) describeBrokerLoggers(keys []string) []kmsg.DescribeConfigsResponseResourceConfig {
-	if want := keySet(keys); want != nil && !want[rootLogger] {
-		return []kmsg.DescribeConfigsResponseResourceConfig{}
-	}
-	c := kmsg.NewDescribeConfigsResponseResourceConfig()
-	level := kafkaLogLevel(int(b.logLevel().Level()))
-	empty := ""
-	c.Name, c.Value, c.Source = rootLogger, &level, kmsg.ConfigSourceDynamicBrokerLoggerConfig
-	c.Documentation = &empty
-	return []kmsg.DescribeConfigsResponseResourceConfig{c}
-}
-
-// checkLoggerOps validates IncrementalAlterConfigs operations on broker
-// loggers as Kafka does and returns the new root level, if any.
-func checkLoggerOps(ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (level *int, err *apiError) {
-	for _, op := range ops {
-		if op.Op == kmsg.IncrementalAlterConfigOpAppend || op.Op == kmsg.IncrementalAlterConfigOpSubtract {
-			return nil, invalidRequest("%s operation is not allowed for the BROKER_LOGGER resource", op.Op)
-		}
-		if op.Name != rootLogger {
-			return nil, invalidConfig("Logger %s does not exist!", op.Name)
-		}
-		if op.Op == kmsg.IncrementalAlterConfigOpDelete {
-			return nil, invalidRequest("Removing the log level of the root logger is not allowed")
-		}
-		l, ok := logLevels[*op.Value]
-		if !ok {
-			return nil, invalidConfig("Cannot set the log level of %s to %s as it is not a supported log level. Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN", op.Name, *op.Value)
-		}
-		level = &l
-	}
-	return level, nil
+	return b.brokerConfigs().TopicSettings(t.configs)
 }
 
 // brokerEntity parses a BROKER resource name: "" is the cluster default,
 // else it must be this broker's id. describe selects DescribeConfigs'
 // wording of the errors over the alters'.
-func (b *Broker) brokerEntity(name string, describe bool) (cluster bool, err *apiError) {
+func (b *Broker) brokerEntity(name string, describe bool) (cluster bool, err *apierr.Error) {
 	if name == "" {
 		return true, nil
 	}
 	id, perr := strconv.ParseInt(name, 10, 32)
 	switch {
 	case perr != nil && describe:
-		return false, invalidRequest("Broker id must be an integer, but it is: %s", name)
+		return false, apierr.InvalidRequest("Broker id must be an integer, but it is: %s", name)
 	case perr != nil:
-		return false, invalidRequest("Node id must be an integer, but it is: %s", name)
+		return false, apierr.InvalidRequest("Node id must be an integer, but it is: %s", name)
 	case int32(id) != b.cfg.NodeID && describe:
-		return false, invalidRequest("Unexpected broker id, expected %d or empty string, but received %s", b.cfg.NodeID, name)
+		return false, apierr.InvalidRequest("Unexpected broker id, expected %d or empty string, but received %s", b.cfg.NodeID, name)
 	case int32(id) != b.cfg.NodeID:
-		return false, invalidRequest("Unexpected broker id, expected %d, but received %s", b.cfg.NodeID, name)
+		return false, apierr.InvalidRequest("Unexpected broker id, expected %d, but received %s", b.cfg.NodeID, name)
 	}
 	return false, nil
 }
 
-// withTx runs f in a transaction that commits only when commit is true
-// and f succeeded: a validateOnly alter goes through the same locks and
-// reads as a real one, then rolls back.
-func (b *Broker) withTx(ctx context.Context, commit bool, f func(pgx.Tx) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.Background())
-	if err := f(tx); err != nil {
-		return err
-	}
-	if !commit {
-		return nil
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+func (b *Broker) describeBrokerLoggers(keys []string) []kmsg.DescribeConfigsResponseResourceConfig {
+	return kconfig.DescribeLoggers(b.logLevel().Level(), keys)
 }
 
 // logLevel is the level variable BROKER_LOGGER alters change.

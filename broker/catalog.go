@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
 
@@ -25,11 +27,11 @@ type topic struct {
 	uuid  [16]byte
 	parts []*partition
 	// configs are the topic's overrides (kafgres.topic_config), canonical
-	// strings by key; see topic_configs.go. settings are the effective
+	// strings by key; see package kconfig. settings are the effective
 	// values computed at load (nil: compute on demand). Never written once
 	// published.
 	configs  map[string]string
-	settings *topicSettings
+	settings *kconfig.TopicSettings
 }
 
 // catalog is the broker's cache of kafgres.topic / kafgres.partition. Postgres
@@ -42,9 +44,9 @@ type catalog struct {
 	byName map[string]*topic
 	byID   map[[16]byte]*topic
 	// brokers is the broker configuration as of the last load, with
-	// kafgres.broker_config's rows (see broker_configs.go); replaced whole
+	// kafgres.broker_config's rows (see package kconfig); replaced whole
 	// on reload, never written once published.
-	brokers *brokerConfigs
+	brokers *kconfig.Configs
 
 	reloadMu sync.Mutex // one reload at a time
 
@@ -76,10 +78,9 @@ const (
 SELECT t.topic_id, t.name, t.topic_uuid, p.partition, p.leader_epoch
 FROM kafgres.topic t JOIN kafgres.partition p ON p.topic_id OPERATOR(pg_catalog.=) t.topic_id
 ORDER BY t.topic_id, p.partition`
-	sqlLoadTopicConfigs = `SELECT topic_id, name, value FROM kafgres.topic_config WHERE value IS NOT NULL`
-	sqlCreateTopic      = `SELECT public.kafgres_create_topic($1, $2)`
-	sqlClusterID        = `SELECT system_identifier FROM pg_catalog.pg_control_system()`
-	notifyChannel       = "kafgres_topics"
+	sqlCreateTopic = `SELECT public.kafgres_create_topic($1, $2)`
+	sqlClusterID   = `SELECT system_identifier FROM pg_catalog.pg_control_system()`
+	notifyChannel  = "kafgres_topics"
 )
 
 func newCatalog(b *Broker) *catalog {
@@ -149,7 +150,7 @@ func (c *catalog) loadAll(ctx context.Context) (catalogRows, error) {
 		return catalogRows{}, err
 	}
 	out := catalogRows{topics: topics}
-	configs, err := c.loadTopicConfigs(ctx)
+	configs, err := readTopicConfigs(ctx, c.b.pool)
 	if err != nil {
 		return catalogRows{}, err
 	}
@@ -158,29 +159,6 @@ func (c *catalog) loadAll(ctx context.Context) (catalogRows, error) {
 	}
 	out.brokerNode, out.brokerCluster, err = readBrokerConfigs(ctx, c.b.pool, c.b.cfg.NodeID)
 	return out, err
-}
-
-func (c *catalog) loadTopicConfigs(ctx context.Context) (map[int64]map[string]string, error) {
-	rows, err := c.b.pool.Query(ctx, sqlLoadTopicConfigs)
-	if err != nil {
-		return nil, fmt.Errorf("load topic configs: %w", err)
-	}
-	defer rows.Close()
-	out := map[int64]map[string]string{}
-	for rows.Next() {
-		var (
-			id          int64
-			name, value string
-		)
-		if err := rows.Scan(&id, &name, &value); err != nil {
-			return nil, fmt.Errorf("scan topic config: %w", err)
-		}
-		if out[id] == nil {
-			out[id] = map[string]string{}
-		}
-		out[id][name] = value
-	}
-	return out, rows.Err()
 }
 
 func (c *catalog) load(ctx context.Context) ([]topicRow, error) {
@@ -257,7 +235,7 @@ func (c *catalog) reload(ctx context.Context) error {
 	next := make([]*topic, 0, len(rows))
 	for _, r := range rows {
 		t := &topic{id: r.id, name: r.name, uuid: r.uuid, configs: r.configs}
-		settings := brokers.settings(r.configs)
+		settings := brokers.TopicSettings(r.configs)
 		t.settings = &settings
 		old := current[r.name]
 		if old != nil {
@@ -307,7 +285,7 @@ func (c *catalog) reload(ctx context.Context) error {
 
 // brokerConfigs is the broker configuration as last loaded, nil before
 // the first load; it must not be written.
-func (c *catalog) brokerConfigs() *brokerConfigs {
+func (c *catalog) brokerConfigs() *kconfig.Configs {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.brokers
@@ -418,13 +396,13 @@ func (c *catalog) partition(name string, p int32) *partition {
 // not an error.
 func (c *catalog) create(ctx context.Context, name string, partitions int32) (*topic, error) {
 	t, err := c.createTopic(ctx, name, partitions, nil)
-	var ae *apiError
-	if errors.As(err, &ae) && ae.code == kerr.TopicAlreadyExists.Code {
+	var ae *apierr.Error
+	if errors.As(err, &ae) && ae.Code() == kerr.TopicAlreadyExists.Code {
 		// made by someone else a moment ago
 		if t := c.lookupFresh(ctx, name); t != nil {
 			return t, nil
 		}
-		return nil, &apiError{code: kerr.UnknownTopicOrPartition.Code, msg: fmt.Sprintf("topic %q was created and dropped again", name)}
+		return nil, apierr.New(kerr.UnknownTopicOrPartition, "topic %q was created and dropped again", name)
 	}
 	return t, err
 }

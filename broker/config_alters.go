@@ -3,65 +3,32 @@ package broker
 // What AlterConfigs and IncrementalAlterConfigs share: each resource is
 // changed in one transaction that locks what it reads (the topic's row, or
 // kafgres.broker_config), computes the new complete config set from the
-// current one, validates it and replaces the stored set. validateOnly runs
-// the same transaction and rolls it back.
+// current one, validates it (kconfig) and replaces the stored set
+// (config_store.go). validateOnly runs the same transaction and rolls it
+// back.
 
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // errServer stands for a failure of ours (Postgres unreachable, ...):
 // UNKNOWN_SERVER_ERROR without a message, as Kafka answers.
-var errServer = &apiError{code: kerr.UnknownServerError.Code}
-
-type resourceKey struct {
-	typ  kmsg.ConfigResourceType
-	name string
-}
-
-// duplicateResources are the resources named more than once in a request;
-// Kafka refuses each occurrence.
-func duplicateResources(keys []resourceKey) map[resourceKey]bool {
-	seen := map[resourceKey]int{}
-	for _, k := range keys {
-		seen[k]++
-	}
-	dups := map[resourceKey]bool{}
-	for k, n := range seen {
-		if n > 1 {
-			dups[k] = true
-		}
-	}
-	return dups
-}
-
-var (
-	errDuplicateResource = invalidRequest("Each resource must appear at most once.")
-	errDuplicateKeys     = invalidRequest("Error due to duplicate config keys")
-)
-
-func nullValue(name string) *apiError {
-	return invalidRequest("Null value not supported for : %s", name)
-}
-
-func unknownResourceType(t kmsg.ConfigResourceType) *apiError {
-	return invalidRequest("Unknown resource type %d", int8(t))
-}
+var errServer = apierr.WithoutMessage(kerr.UnknownServerError)
 
 // alterTopic replaces the overrides of topic name with what next computes
 // from the current ones.
 func (b *Broker) alterTopic(ctx context.Context, name string, validateOnly bool,
-	next func(bc *brokerConfigs, current map[string]string) (map[string]string, *apiError)) *apiError {
+	next func(bc *kconfig.Configs, current map[string]string) (map[string]string, *apierr.Error)) *apierr.Error {
 	if err := topicResourceError(name); err != nil {
 		return err
 	}
-	missing := &apiError{code: kerr.UnknownTopicOrPartition.Code, msg: fmt.Sprintf("The topic '%s' does not exist.", name)}
+	missing := apierr.New(kerr.UnknownTopicOrPartition, "The topic '%s' does not exist.", name)
 	t := b.catalog.lookup(ctx, name)
 	if t == nil {
 		return missing
@@ -79,7 +46,7 @@ func (b *Broker) alterTopic(ctx context.Context, name string, validateOnly bool,
 		if cerr != nil {
 			return cerr
 		}
-		canonical, cerr := bc.checkTopicConfigs(proposed)
+		canonical, cerr := bc.CheckTopicConfigs(proposed)
 		if cerr != nil {
 			return cerr
 		}
@@ -88,17 +55,29 @@ func (b *Broker) alterTopic(ctx context.Context, name string, validateOnly bool,
 	return b.alterError("topic", name, err)
 }
 
+// topicResourceError is the error for a topic config resource whose name is
+// not a usable topic (alters), or nil.
+func topicResourceError(name string) *apierr.Error {
+	if name == "" {
+		return apierr.InvalidRequest("Default topic resources are not allowed.")
+	}
+	if p := topicNameProblem(name); p != "" {
+		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: %s", p)
+	}
+	return nil
+}
+
 // alterBroker replaces the dynamic configs of the BROKER resource name
 // ("" for the cluster default) with what build computes.
 func (b *Broker) alterBroker(ctx context.Context, name string, validateOnly bool,
-	build func(bc *brokerConfigs, cluster bool) (*brokerAlter, *apiError)) *apiError {
+	build func(bc *kconfig.Configs, cluster bool) (*kconfig.BrokerAlter, *apierr.Error)) *apierr.Error {
 	cluster, cerr := b.brokerEntity(name, false)
 	if cerr != nil {
 		return cerr
 	}
 	err := b.withTx(ctx, !validateOnly, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockBrokerConfigs); err != nil {
-			return fmt.Errorf("lock broker configs: %w", err)
+		if err := lockBrokerConfigs(ctx, tx); err != nil {
+			return err
 		}
 		node, clusterConfigs, err := readBrokerConfigs(ctx, tx, b.cfg.NodeID)
 		if err != nil {
@@ -109,80 +88,30 @@ func (b *Broker) alterBroker(ctx context.Context, name string, validateOnly bool
 		if cerr != nil {
 			return cerr
 		}
-		configs, cerr := bc.check(a)
+		configs, cerr := bc.CheckBrokerAlter(a)
 		if cerr != nil {
 			return cerr
 		}
 		var nodeID *int32
 		if !cluster {
 			nodeID = &b.cfg.NodeID
-		} else if _, stored := clusterConfigs[minISRKey]; !stored && !contains(a.set, minISRKey) {
-			delete(configs, minISRKey) // still the implicit default: no row for it
 		}
 		return replaceBrokerConfigs(ctx, tx, nodeID, configs)
 	})
 	return b.alterError("broker", name, err)
 }
 
-// queryer is what a pool and a transaction both offer.
-type queryer interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// readBrokerConfigs reads kafgres.broker_config: the rows of broker nodeID
-// and those of the cluster default (node_id NULL).
-func readBrokerConfigs(ctx context.Context, q queryer, nodeID int32) (node, cluster map[string]string, err error) {
-	rows, err := q.Query(ctx, sqlLoadBrokerConfigs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read broker configs: %w", err)
-	}
-	defer rows.Close()
-	node, cluster = map[string]string{}, map[string]string{}
-	for rows.Next() {
-		var (
-			id          *int32
-			name, value string
-		)
-		if err := rows.Scan(&id, &name, &value); err != nil {
-			return nil, nil, fmt.Errorf("scan broker config: %w", err)
-		}
-		switch {
-		case id == nil:
-			cluster[name] = value
-		case *id == nodeID:
-			node[name] = value
-		}
-	}
-	return node, cluster, rows.Err()
-}
-
 // alterError turns what a resource's transaction returned into the
 // resource's error: Kafka's for a refused change, UNKNOWN_SERVER_ERROR
 // (logged) for anything else.
-func (b *Broker) alterError(kind, name string, err error) *apiError {
+func (b *Broker) alterError(kind, name string, err error) *apierr.Error {
 	if err == nil {
 		return nil
 	}
-	var cerr *apiError
+	var cerr *apierr.Error
 	if errors.As(err, &cerr) {
 		return cerr
 	}
 	b.log.Error("alter configs", kind, name, "err", err)
 	return errServer
-}
-
-// errorMessage is a response's message: null when there is none.
-func (e *apiError) errorMessage() *string {
-	if e == nil || e.msg == "" {
-		return nil
-	}
-	msg := e.msg
-	return &msg
-}
-
-func (e *apiError) errorCode() int16 {
-	if e == nil {
-		return 0
-	}
-	return e.code
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
-	"strconv"
 	"sync"
 )
 
@@ -45,20 +43,6 @@ func (l *connLimits) release(ip string) {
 	if l.perIP[ip]--; l.perIP[ip] <= 0 {
 		delete(l.perIP, ip)
 	}
-}
-
-// connectionLimits are the current max.connections and
-// max.connections.per.ip (dynamic broker configs, else Kafka's defaults).
-func (bc *brokerConfigs) connectionLimits() (total, perIP int) {
-	value := func(name string) int {
-		v, _ := bc.resolve(name)
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return math.MaxInt32
-		}
-		return n
-	}
-	return value("max.connections"), value("max.connections.per.ip")
 }
 
 func remoteIP(nc net.Conn) string {

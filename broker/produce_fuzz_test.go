@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
 
@@ -83,8 +84,8 @@ func FuzzValidateBatch(f *testing.F) {
 		v := batchValidation{
 			version: min(max(int16(version), 3), 13),
 			tp:      "fuzz-0",
-			settings: topicSettings{maxMessageBytes: 1 << 20, timestampBeforeMaxMs: 3600_000, timestampAfterMaxMs: 3600_000,
-				cleanupPolicy: map[bool]string{true: "compact", false: "delete"}[compacted]},
+			settings: kconfig.TopicSettings{MaxMessageBytes: 1 << 20, TimestampBeforeMaxMs: 3600_000, TimestampAfterMaxMs: 3600_000,
+				CleanupPolicy: map[bool]string{true: "compact", false: "delete"}[compacted]},
 			now:      seedTime,
 			limit:    1 << 20,
 			decoders: dec,
@@ -126,7 +127,7 @@ func TestValidateSeedBatches(t *testing.T) {
 	dec := newDecoders(32 << 20)
 	for i, b := range seedBatches() {
 		v := batchValidation{version: 12, tp: "t-0", now: seedTime, limit: 1 << 20, decoders: dec,
-			settings: topicSettings{maxMessageBytes: 1 << 20, timestampBeforeMaxMs: 1000, timestampAfterMaxMs: 1000, cleanupPolicy: "delete"}}
+			settings: kconfig.TopicSettings{MaxMessageBytes: 1 << 20, TimestampBeforeMaxMs: 1000, TimestampAfterMaxMs: 1000, CleanupPolicy: "delete"}}
 		if _, err := v.validate(context.Background(), b); err != nil {
 			t.Errorf("seed %d: %v", i, err)
 		}
@@ -175,7 +176,7 @@ func BenchmarkValidateBatch(b *testing.B) {
 			binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
 			binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
 			v := batchValidation{version: 12, tp: "t-0", now: seedTime, limit: 100 << 20, decoders: newDecoders(100 << 20),
-				settings: topicSettings{maxMessageBytes: 2 << 20, timestampBeforeMaxMs: 1000, timestampAfterMaxMs: 1000, cleanupPolicy: "delete"}}
+				settings: kconfig.TopicSettings{MaxMessageBytes: 2 << 20, TimestampBeforeMaxMs: 1000, TimestampAfterMaxMs: 1000, CleanupPolicy: "delete"}}
 			b.SetBytes(int64(len(records)))
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -30,24 +32,24 @@ var (
 func checkQuotaEntity(e quotaEntity) ([]string, error) {
 	for typ := range e {
 		if typ != "user" && typ != "client-id" && typ != "ip" {
-			return nil, newAdminError(kerr.InvalidRequest, "Unhandled client quota entity type: %s", typ)
+			return nil, apierr.New(kerr.InvalidRequest, "Unhandled client quota entity type: %s", typ)
 		}
 	}
 	// Names are kept in kafgres.client_quota's jsonb, which holds
 	// UTF-8 text without NUL.
 	for _, typ := range e.types() {
-		if n := e[typ]; n != nil && !storableText(*n) {
-			return nil, newAdminError(kerr.InvalidRequest, "%s", unstorableText("Client quota entity name", *n))
+		if n := e[typ]; n != nil && !kconfig.StorableText(*n) {
+			return nil, apierr.New(kerr.InvalidRequest, "%s", kconfig.UnstorableText("Client quota entity name", *n))
 		}
 	}
 	if _, ip := e["ip"]; ip {
 		if len(e) > 1 {
-			return nil, newAdminError(kerr.InvalidRequest, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId")
+			return nil, apierr.New(kerr.InvalidRequest, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId")
 		}
 		return ipQuotaKeys, nil
 	}
 	if len(e) == 0 {
-		return nil, newAdminError(kerr.InvalidRequest, "Invalid empty client quota entity")
+		return nil, apierr.New(kerr.InvalidRequest, "Invalid empty client quota entity")
 	}
 	return userClientQuotaKeys, nil
 }

@@ -28,11 +28,11 @@ func (b *Broker) retain(ctx context.Context) {
 func (b *Broker) applyRetention(now time.Time) {
 	for _, t := range b.catalog.topics() {
 		s := b.topicSettings(t)
-		if !strings.Contains(s.cleanupPolicy, "delete") {
+		if !strings.Contains(s.CleanupPolicy, "delete") {
 			continue
 		}
 		for _, p := range t.parts {
-			n, err := p.log.ApplyRetention(segment.Retention{Ms: s.retentionMs, Bytes: s.retentionBytes}, now)
+			n, err := p.log.ApplyRetention(segment.Retention{Ms: s.RetentionMs, Bytes: s.RetentionBytes}, now)
 			switch {
 			case errors.Is(err, segment.ErrClosed): // dropped meanwhile
 			case err != nil:
@@ -53,7 +53,7 @@ func (b *Broker) applySegmentLimits(topics []*topic) {
 	for _, t := range topics {
 		s := b.topicSettings(t)
 		for _, p := range t.parts {
-			p.log.SetSegmentLimits(s.segmentBytes, s.segmentMs)
+			p.log.SetSegmentLimits(s.SegmentBytes, s.SegmentMs)
 		}
 	}
 }

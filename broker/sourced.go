@@ -39,7 +39,7 @@ func (b *Broker) MaxMessageBytes(topic string) (int32, error) {
 	if t == nil {
 		return 0, fmt.Errorf("%w %q", errUnknownTopic, topic)
 	}
-	return b.topicSettings(t).maxMessageBytes, nil
+	return b.topicSettings(t).MaxMessageBytes, nil
 }
 
 // SourceApplied is the highest source LSN appended to a partition.
@@ -106,7 +106,7 @@ func (b *Broker) appendSourced(topic string, partition int32, batches []segment.
 	if p == nil {
 		return nil, fmt.Errorf("%w %s-%d", errUnknownTopic, topic, partition)
 	}
-	if t := b.catalog.topicByName(topic); t != nil && b.topicSettings(t).logAppendTime {
+	if t := b.catalog.topicByName(topic); t != nil && b.topicSettings(t).LogAppendTime {
 		now := time.Now().UnixMilli()
 		for _, sb := range batches {
 			if err := segment.SetLogAppendTime(sb.Batch, now); err != nil {

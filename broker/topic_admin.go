@@ -8,24 +8,21 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-func newAdminError(err *kerr.Error, format string, args ...any) *apiError {
-	return &apiError{code: err.Code, msg: fmt.Sprintf(format, args...)}
-}
-
 // codeAndMessage splits err into what a response carries. Anything that
-// is not an apiError is a server-side failure; its text stays in our
+// is not an *apierr.Error is a server-side failure; its text stays in our
 // log, not on the wire.
 func (b *Broker) codeAndMessage(op string, err error) (int16, *string) {
 	if err == nil {
 		return 0, nil
 	}
-	var ae *apiError
+	var ae *apierr.Error
 	if errors.As(err, &ae) {
-		msg := ae.msg
-		return ae.code, &msg
+		msg := ae.Message()
+		return ae.Code(), &msg
 	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
@@ -36,7 +33,7 @@ func (b *Broker) codeAndMessage(op string, err error) (int16, *string) {
 }
 
 // errDuplicateTopic answers a topic named more than once in one request.
-var errDuplicateTopic = newAdminError(kerr.InvalidRequest, "Duplicate topic name.")
+var errDuplicateTopic = apierr.New(kerr.InvalidRequest, "Duplicate topic name.")
 
 // maxPartitionsPerRequest is Kafka's cap on the partitions one CreateTopics
 // or CreatePartitions request may create (QuorumController's
@@ -48,15 +45,30 @@ const maxPartitionsPerRequest = 10000
 func checkTopicName(name string) error {
 	switch {
 	case name == "":
-		return newAdminError(kerr.InvalidTopicException, "Topic name is invalid: the empty string is not allowed")
+		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: the empty string is not allowed")
 	case name == "." || name == "..":
-		return newAdminError(kerr.InvalidTopicException, "Topic name is invalid: '%s' is not allowed", name)
+		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: '%s' is not allowed", name)
 	case len(name) > 249:
-		return newAdminError(kerr.InvalidTopicException, "Topic name is invalid: the length of '%s' is longer than the max allowed length 249", name)
+		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: the length of '%s' is longer than the max allowed length 249", name)
 	case !validTopicName(name):
-		return newAdminError(kerr.InvalidTopicException, "Topic name is invalid: '%s' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'", name)
+		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: '%s' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'", name)
 	}
 	return nil
+}
+
+// topicNameProblem is why Kafka's Topic.validate refuses name, or "".
+func topicNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "the empty string is not allowed"
+	case name == "." || name == "..":
+		return "'" + name + "' is not allowed"
+	case len(name) > 249:
+		return "the length of '" + name + "' is longer than the max allowed length 249"
+	case !legalTopicName.MatchString(name):
+		return "'" + name + "' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+	}
+	return ""
 }
 
 // collisionKey folds the characters Kafka's metric names cannot tell apart:
@@ -79,18 +91,18 @@ func (c *catalog) collidingTopic(name string) string {
 // cluster every replica list must be exactly this broker.
 func (b *Broker) checkAssignment(replicas []int32) error {
 	if len(replicas) == 0 {
-		return newAdminError(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
+		return apierr.New(kerr.InvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
 	}
 	seen := map[int32]bool{}
 	for _, r := range replicas {
 		if seen[r] {
-			return newAdminError(kerr.InvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", r)
+			return apierr.New(kerr.InvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", r)
 		}
 		seen[r] = true
 	}
 	for _, r := range replicas {
 		if r != b.cfg.NodeID {
-			return newAdminError(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered.", r)
+			return apierr.New(kerr.InvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no such broker is registered.", r)
 		}
 	}
 	return nil
@@ -103,9 +115,9 @@ func checkReplicationFactor(rf int16) error {
 	case rf == -1 || rf == 1:
 		return nil
 	case rf <= 0:
-		return newAdminError(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
+		return apierr.New(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
 	default:
-		return newAdminError(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered or some brokers have all their log directories cordoned.", rf, rf)
+		return apierr.New(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered or some brokers have all their log directories cordoned.", rf, rf)
 	}
 }
 
@@ -126,7 +138,7 @@ func (c *catalog) createTopic(ctx context.Context, name string, partitions int32
 	})
 	if err != nil {
 		if pgCode(err) == "42710" { // duplicate_object: created concurrently
-			return nil, newAdminError(kerr.TopicAlreadyExists, "Topic '%s' already exists.", name)
+			return nil, apierr.New(kerr.TopicAlreadyExists, "Topic '%s' already exists.", name)
 		}
 		return nil, fmt.Errorf("create topic %q: %w", name, err)
 	}
@@ -155,7 +167,7 @@ func (c *catalog) createPartitions(ctx context.Context, name string, count int32
 		case "42704":
 			return kerr.UnknownTopicOrPartition
 		case "22023": // grown concurrently past count
-			return newAdminError(kerr.InvalidPartitions, "Topic %s partition count changed concurrently.", name)
+			return apierr.New(kerr.InvalidPartitions, "Topic %s partition count changed concurrently.", name)
 		}
 		return fmt.Errorf("create partitions of %q: %w", name, err)
 	}

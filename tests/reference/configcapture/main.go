@@ -1,17 +1,18 @@
 // configcapture records how Apache Kafka 4.4 describes and validates topic
-// and broker configs, for kafgres's config APIs (broker/configs.go) and
+// and broker configs, for kafgres's config model (package broker/kconfig) and
 // their tests. It talks to a running reference broker (the conformance
 // gate's, tests/conformance/runner/reference.go) and writes
 //
-//   - broker/configdata/kafka-4.4.0.json: every topic, broker, group and
+//   - broker/kconfig/data/kafka-4.4.0.json: every topic, broker, group and
 //     client-metrics config key in the order DescribeConfigs lists them, with
 //     type, Kafka default, read-only and sensitive flags and documentation
-//   - broker/testdata/describe-topic-4.4.0.json: a topic with overrides set
-//     through IncrementalAlterConfigs, as DescribeConfigs v4 (with
-//     synonyms) describes it
-//   - broker/testdata/config-validation-4.4.0.tsv: the error code and message
-//     Kafka answers to IncrementalAlterConfigs SET (validateOnly) of a list of
-//     values for each topic key and each dynamically alterable log broker key
+//   - broker/kconfig/testdata/describe-topic-4.4.0.json: a topic with
+//     overrides set through IncrementalAlterConfigs, as DescribeConfigs v4
+//     (with synonyms) describes it
+//   - broker/kconfig/testdata/config-validation-4.4.0.tsv: the error code
+//     and message Kafka answers to IncrementalAlterConfigs SET
+//     (validateOnly) of a list of values for each topic key and each
+//     dynamically alterable log broker key
 //
 // Only validateOnly alters touch broker configs, so the reference is left as
 // it was (it is shared); the one topic created is deleted again.
@@ -55,7 +56,7 @@ type Entry struct {
 	Doc       *string  `json:"doc"`
 }
 
-// Data is broker/configdata/kafka-4.4.0.json.
+// Data is broker/kconfig/data/kafka-4.4.0.json.
 type Data struct {
 	Topic         []Entry `json:"topic"`
 	Broker        []Entry `json:"broker"`
@@ -97,13 +98,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(*out, "broker", "configdata", "kafka-4.4.0.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(*out, "broker", "kconfig", "data", "kafka-4.4.0.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := describeOverrides(ctx, cl, *topic, filepath.Join(*out, "broker", "testdata", "describe-topic-4.4.0.json")); err != nil {
+	if err := describeOverrides(ctx, cl, *topic, filepath.Join(*out, "broker", "kconfig", "testdata", "describe-topic-4.4.0.json")); err != nil {
 		return err
 	}
-	return sweep(ctx, cl, &d, *topic, filepath.Join(*out, "broker", "testdata", "config-validation-4.4.0.tsv"))
+	return sweep(ctx, cl, &d, *topic, filepath.Join(*out, "broker", "kconfig", "testdata", "config-validation-4.4.0.tsv"))
 }
 
 // Overrides is the first operand of describe-topic-4.4.0.json: what was

@@ -1,4 +1,4 @@
-package broker
+package kconfig
 
 // Config values as Kafka's ConfigDef parses, validates and prints them.
 //
@@ -8,16 +8,10 @@ package broker
 // key's validator, and describes it in canonical form (" TRUE" is "true",
 // "+5" is "5", "1" for a DOUBLE is "1.0", a list loses the blanks around its
 // commas). Clients see the error messages verbatim, so they follow Kafka's
-// wording; broker/testdata/config-validation-4.4.0.tsv holds what Kafka 4.4
+// wording; testdata/config-validation-4.4.0.tsv holds what Kafka 4.4
 // answers to a sweep of values and the tests replay it here.
-//
-// The key lists, defaults and documentation come from
-// configdata/kafka-4.4.0.json, captured from Kafka 4.4 by
-// tests/reference/configcapture.
 
 import (
-	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -26,38 +20,20 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// apiError is a client-visible failure of one resource in a request: the
-// Kafka error code (for config checks usually INVALID_CONFIG, INVALID_REQUEST
-// for broker configs) and the message Kafka puts next to it.
-type apiError struct {
-	code int16
-	msg  string
-}
-
-func (e *apiError) Error() string { return e.msg }
-
-func invalidConfig(format string, args ...any) *apiError {
-	return &apiError{code: kerr.InvalidConfig.Code, msg: fmt.Sprintf(format, args...)}
-}
-
-func invalidRequest(format string, args ...any) *apiError {
-	return &apiError{code: kerr.InvalidRequest.Code, msg: fmt.Sprintf(format, args...)}
-}
-
-// storableText reports whether s can be a Postgres text value: UTF-8
+// StorableText reports whether s can be a Postgres text value: UTF-8
 // without NUL. Names and values kafgres keeps as text (configs, quota
 // entities) are refused otherwise, rather than failing in Postgres.
-func storableText(s string) bool {
+func StorableText(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
-// unstorableText is the message for a name or value storableText refuses;
+// UnstorableText is the message for a name or value StorableText refuses;
 // subject says what s is ("Configuration name").
-func unstorableText(subject, s string) string {
+func UnstorableText(subject, s string) string {
 	return fmt.Sprintf("%s %q cannot be stored: kafgres keeps it as PostgreSQL text, which cannot hold a NUL byte or invalid UTF-8", subject, s)
 }
 
@@ -75,7 +51,7 @@ type configValue struct {
 // ConfigDef.parseType's rules: surrounding whitespace is ignored, booleans
 // are case-insensitive, numbers are Java's, lists split on commas with
 // optional blanks around them. Errors quote the raw value.
-func parseConfig(name string, typ kmsg.ConfigType, raw string) (configValue, *apiError) {
+func parseConfig(name string, typ kmsg.ConfigType, raw string) (configValue, *apierr.Error) {
 	trimmed := javaTrim(raw)
 	switch typ {
 	case kmsg.ConfigTypeBoolean:
@@ -113,8 +89,8 @@ func parseConfig(name string, typ kmsg.ConfigType, raw string) (configValue, *ap
 var listSeparator = regexp.MustCompile(`\s*,\s*`)
 
 // invalidValue is ConfigException(name, value, message)'s text.
-func invalidValue(name string, value any, reason string) *apiError {
-	return invalidConfig("Invalid value %v for configuration %s: %s", value, name, reason)
+func invalidValue(name string, value any, reason string) *apierr.Error {
+	return apierr.InvalidConfig("Invalid value %v for configuration %s: %s", value, name, reason)
 }
 
 // javaTrim is String.trim: it strips every character up to U+0020.
@@ -188,11 +164,11 @@ func javaDoubleString(f float64) string {
 }
 
 // A validator checks a parsed value, as a ConfigDef.Validator does.
-type validator func(name string, v configValue) *apiError
+type validator func(name string, v configValue) *apierr.Error
 
 // atLeast is ConfigDef.Range.atLeast.
 func atLeast(min int64) validator {
-	return func(name string, v configValue) *apiError {
+	return func(name string, v configValue) *apierr.Error {
 		if v.num < min {
 			return invalidValue(name, v.str, fmt.Sprintf("Value must be at least %d", min))
 		}
@@ -202,7 +178,7 @@ func atLeast(min int64) validator {
 
 // between is ConfigDef.Range.between for integers.
 func between(min, max int64) validator {
-	return func(name string, v configValue) *apiError {
+	return func(name string, v configValue) *apierr.Error {
 		if v.num < min {
 			return invalidValue(name, v.str, fmt.Sprintf("Value must be at least %d", min))
 		}
@@ -215,7 +191,7 @@ func between(min, max int64) validator {
 
 // ratio is ConfigDef.Range.between(0, 1) on a DOUBLE; NaN passes, as it
 // does in Java's comparisons.
-func ratio(name string, v configValue) *apiError {
+func ratio(name string, v configValue) *apierr.Error {
 	if v.f < 0 {
 		return invalidValue(name, v.str, "Value must be at least 0")
 	}
@@ -226,7 +202,7 @@ func ratio(name string, v configValue) *apiError {
 }
 
 // gzipLevel is CompressionType.GZIP.levelValidator().
-func gzipLevel(name string, v configValue) *apiError {
+func gzipLevel(name string, v configValue) *apierr.Error {
 	if v.num != -1 && (v.num < 1 || v.num > 9) {
 		return invalidValue(name, v.str, "Value must be between 1 and 9 or equal to -1")
 	}
@@ -235,7 +211,7 @@ func gzipLevel(name string, v configValue) *apiError {
 
 // oneOf is ConfigDef.ValidString.in.
 func oneOf(allowed ...string) validator {
-	return func(name string, v configValue) *apiError {
+	return func(name string, v configValue) *apierr.Error {
 		for _, a := range allowed {
 			if v.str == a {
 				return nil
@@ -252,19 +228,19 @@ var compressionTypes = []string{"uncompressed", "zstd", "lz4", "snappy", "gzip",
 // no empty element, each compact or delete. The broker's log.cleanup.policy
 // also refuses duplicates; the topic's cleanup.policy does not.
 func cleanupPolicies(noDuplicates bool) validator {
-	return func(name string, v configValue) *apiError {
+	return func(name string, v configValue) *apierr.Error {
 		if noDuplicates {
 			seen := map[string]bool{}
 			for _, p := range v.list {
 				if seen[p] {
-					return invalidConfig("Configuration '%s' values must not be duplicated.", name)
+					return apierr.InvalidConfig("Configuration '%s' values must not be duplicated.", name)
 				}
 				seen[p] = true
 			}
 		}
 		for _, p := range v.list {
 			if p == "" {
-				return invalidConfig("Configuration '%s' values must not be empty.", name)
+				return apierr.InvalidConfig("Configuration '%s' values must not be empty.", name)
 			}
 			if p != "compact" && p != "delete" {
 				return invalidValue(name, p, "String must be one of: compact, delete")
@@ -278,7 +254,7 @@ var throttledReplica = regexp.MustCompile(`^([0-9]+:[0-9]+)?$`)
 
 // throttledReplicas is ThrottledReplicaListValidator: "*", or a list of
 // partition:broker pairs.
-func throttledReplicas(name string, v configValue) *apiError {
+func throttledReplicas(name string, v configValue) *apierr.Error {
 	if strings.Join(v.list, "") == "*" {
 		return nil
 	}
@@ -289,47 +265,6 @@ func throttledReplicas(name string, v configValue) *apiError {
 		}
 	}
 	return nil
-}
-
-// configData is configdata/kafka-4.4.0.json: every config key Kafka 4.4
-// describes, in the order DescribeConfigs lists them.
-type configData struct {
-	Topic         []configEntry `json:"topic"`
-	Broker        []configEntry `json:"broker"`
-	Group         []configEntry `json:"group"`
-	ClientMetrics []configEntry `json:"clientMetrics"`
-}
-
-type configEntry struct {
-	Name      string   `json:"name"`
-	Type      string   `json:"type"`
-	Default   *string  `json:"default"`
-	ReadOnly  bool     `json:"readOnly"`
-	Sensitive bool     `json:"sensitive"`
-	Synonyms  []string `json:"synonyms"`
-	Doc       *string  `json:"doc"`
-}
-
-func (e *configEntry) configType() kmsg.ConfigType {
-	t, err := kmsg.ParseConfigType(e.Type)
-	if err != nil {
-		return kmsg.ConfigTypeUnknown
-	}
-	return t
-}
-
-//go:embed configdata/kafka-4.4.0.json
-var configDataJSON []byte
-
-// kafkaConfigs is read once and never written.
-var kafkaConfigs = mustLoadConfigData()
-
-func mustLoadConfigData() *configData {
-	var d configData
-	if err := json.Unmarshal(configDataJSON, &d); err != nil {
-		panic(fmt.Sprintf("configdata/kafka-4.4.0.json: %v", err))
-	}
-	return &d
 }
 
 // javaHashSetOrder is the order a java.util.HashSet of these strings,
@@ -355,19 +290,4 @@ func javaHashSetOrder(names []string) []string {
 		}
 	}
 	return out
-}
-
-// topicNameProblem is why Kafka's Topic.validate refuses name, or "".
-func topicNameProblem(name string) string {
-	switch {
-	case name == "":
-		return "the empty string is not allowed"
-	case name == "." || name == "..":
-		return "'" + name + "' is not allowed"
-	case len(name) > 249:
-		return "the length of '" + name + "' is longer than the max allowed length 249"
-	case !legalTopicName.MatchString(name):
-		return "'" + name + "' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
-	}
-	return ""
 }

@@ -1,4 +1,4 @@
-package broker
+package kconfig
 
 import (
 	"bufio"
@@ -10,14 +10,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func testConfig() Config {
-	cfg := Config{ListenAddr: "127.0.0.1:9092", AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, DataDir: "/data", AutoCreateTopics: true}
-	cfg.setDefaults()
-	return cfg
+// testStatic is a static configuration as a broker started on
+// 127.0.0.1:9092 with data in /data gives it (the broker's tests check that
+// translation); the tests look at these keys.
+func testStatic() map[string]string {
+	return map[string]string{
+		"node.id":              "1",
+		"broker.id":            "1",
+		"listeners":            "PLAINTEXT://127.0.0.1:9092",
+		"advertised.listeners": "PLAINTEXT://127.0.0.1:9092",
+		"log.dirs":             "/data",
+		"num.partitions":       "1",
+	}
 }
 
 // The hand-written topic table must be Kafka 4.4's: same keys, types,
@@ -66,7 +75,7 @@ func TestConfigValidationMatchesKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	bc := newBrokerConfigs(testConfig(), nil, nil)
+	bc := New(testStatic(), nil, nil)
 	sc := bufio.NewScanner(f)
 	n := 0
 	for sc.Scan() {
@@ -88,26 +97,26 @@ func TestConfigValidationMatchesKafka(t *testing.T) {
 		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		op.Name, op.Value = key, &value
 		ops := []kmsg.IncrementalAlterConfigsRequestResourceConfig{op}
-		var cerr *apiError
+		var cerr *apierr.Error
 		switch kind {
 		case "topic":
-			next, err := bc.incrementalTopicConfigs(nil, ops)
+			next, err := bc.IncrementalTopicConfigs(nil, ops)
 			if cerr = err; cerr == nil {
-				_, cerr = bc.checkTopicConfigs(next)
+				_, cerr = bc.CheckTopicConfigs(next)
 			}
 		default:
-			a, err := bc.incremental(kind == "cluster", ops)
+			a, err := bc.IncrementalBrokerAlter(kind == "cluster", ops)
 			if cerr = err; cerr == nil {
-				_, cerr = bc.check(a)
+				_, cerr = bc.CheckBrokerAlter(a)
 			}
 		}
 		n++
-		if int(cerr.errorCode()) != wantCode || cerr.errorCode() != 0 && cerr.msg != wantMsg {
+		if int(cerr.Code()) != wantCode || cerr.Code() != 0 && cerr.Message() != wantMsg {
 			got := "<nil>"
 			if cerr != nil {
-				got = cerr.msg
+				got = cerr.Message()
 			}
-			t.Errorf("%s %s=%q: got %d %q, Kafka %d %q", kind, key, value, cerr.errorCode(), got, wantCode, wantMsg)
+			t.Errorf("%s %s=%q: got %d %q, Kafka %d %q", kind, key, value, cerr.Code(), got, wantCode, wantMsg)
 		}
 	}
 	if n < 1000 {
@@ -136,12 +145,12 @@ func TestDescribeTopicMatchesKafka(t *testing.T) {
 	if err := json.Unmarshal(b, &golden); err != nil {
 		t.Fatal(err)
 	}
-	bc := newBrokerConfigs(testConfig(), nil, nil)
-	overrides, cerr := bc.checkTopicConfigs(golden.Set)
+	bc := New(testStatic(), nil, nil)
+	overrides, cerr := bc.CheckTopicConfigs(golden.Set)
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
-	got := bc.describeTopic(overrides, nil, true, false)
+	got := bc.DescribeTopic(overrides, nil, true, false)
 	if len(got) != len(golden.Described) {
 		t.Fatalf("%d entries, Kafka %d", len(got), len(golden.Described))
 	}
@@ -157,7 +166,7 @@ func TestDescribeTopicMatchesKafka(t *testing.T) {
 			t.Errorf("%s: read-only %v sensitive %v documentation %v", g.Name, g.ReadOnly, g.IsSensitive, g.Documentation)
 		}
 	}
-	withDocs := bc.describeTopic(nil, []string{"retention.ms", "nope", "cleanup.policy"}, false, true)
+	withDocs := bc.DescribeTopic(nil, []string{"retention.ms", "nope", "cleanup.policy"}, false, true)
 	if len(withDocs) != 2 || withDocs[0].Name != "cleanup.policy" || withDocs[1].Name != "retention.ms" ||
 		withDocs[1].Documentation == nil || !strings.HasPrefix(*withDocs[1].Documentation, "This configuration controls the maximum time") ||
 		len(withDocs[0].ConfigSynonyms) != 0 {
@@ -184,7 +193,7 @@ func synonymStrings(l []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym)
 // the reference showed them (log.retention.ms set on broker 1,
 // message.max.bytes on the cluster default).
 func TestDescribeWithDynamicBrokerConfigs(t *testing.T) {
-	bc := newBrokerConfigs(testConfig(),
+	bc := New(testStatic(),
 		map[string]string{"log.retention.ms": "604800000", "log.segment.bytes": "1073741824"},
 		map[string]string{"message.max.bytes": "1048588"})
 	want := map[string]string{
@@ -205,18 +214,18 @@ func TestDescribeWithDynamicBrokerConfigs(t *testing.T) {
 			}
 		}
 	}
-	check(bc.describeTopic(nil, []string{"retention.ms", "segment.bytes", "max.message.bytes", "min.insync.replicas"}, true, false), want)
+	check(bc.DescribeTopic(nil, []string{"retention.ms", "segment.bytes", "max.message.bytes", "min.insync.replicas"}, true, false), want)
 
-	override := bc.describeTopic(map[string]string{"retention.ms": "604800000"}, []string{"retention.ms"}, true, false)
+	override := bc.DescribeTopic(map[string]string{"retention.ms": "604800000"}, []string{"retention.ms"}, true, false)
 	check(override, map[string]string{"retention.ms": "604800000 DYNAMIC_TOPIC_CONFIG retention.ms=604800000@DYNAMIC_TOPIC_CONFIG log.retention.ms=604800000@DYNAMIC_BROKER_CONFIG log.retention.hours=168@DEFAULT_CONFIG"})
 
-	check(bc.describeBroker(false, []string{"log.retention.ms", "log.segment.bytes", "message.max.bytes", "min.insync.replicas"}, true, false), map[string]string{
+	check(bc.DescribeBroker(false, []string{"log.retention.ms", "log.segment.bytes", "message.max.bytes", "min.insync.replicas"}, true, false), map[string]string{
 		"min.insync.replicas": want["min.insync.replicas"],
 		"message.max.bytes":   "1048588 DYNAMIC_DEFAULT_BROKER_CONFIG message.max.bytes=1048588@DYNAMIC_DEFAULT_BROKER_CONFIG message.max.bytes=1048588@DEFAULT_CONFIG",
 		"log.segment.bytes":   "1073741824 DYNAMIC_BROKER_CONFIG log.segment.bytes=1073741824@DYNAMIC_BROKER_CONFIG log.segment.bytes=1073741824@DEFAULT_CONFIG",
 		"log.retention.ms":    "604800000 DYNAMIC_BROKER_CONFIG log.retention.ms=604800000@DYNAMIC_BROKER_CONFIG log.retention.hours=168@DEFAULT_CONFIG",
 	})
-	cluster := bc.describeBroker(true, nil, true, false)
+	cluster := bc.DescribeBroker(true, nil, true, false)
 	if len(cluster) != 2 || cluster[0].Name != "message.max.bytes" || cluster[1].Name != "min.insync.replicas" {
 		t.Fatalf("cluster default entity: %+v", cluster)
 	}
@@ -226,18 +235,18 @@ func TestDescribeWithDynamicBrokerConfigs(t *testing.T) {
 	})
 	// log.retention.ms unset: null, no synonyms (Kafka drops the hours
 	// default that precedes no log.retention.ms entry)
-	check(newBrokerConfigs(testConfig(), nil, nil).describeBroker(false, []string{"log.retention.ms", "log.retention.hours"}, true, false), map[string]string{
+	check(New(testStatic(), nil, nil).DescribeBroker(false, []string{"log.retention.ms", "log.retention.hours"}, true, false), map[string]string{
 		"log.retention.hours": "168 DEFAULT_CONFIG log.retention.hours=168@DEFAULT_CONFIG",
 		"log.retention.ms":    "<null> DEFAULT_CONFIG ",
 	})
 }
 
 func TestDescribeBrokerStaticAndSensitive(t *testing.T) {
-	cfg := testConfig()
-	cfg.DefaultPartition = 3
-	cfg.MaxMessageBytes = 2 << 20
-	bc := newBrokerConfigs(cfg, map[string]string{"custom.key": "x"}, nil)
-	all := bc.describeBroker(false, nil, true, true)
+	static := testStatic()
+	static["num.partitions"] = "3"
+	static["message.max.bytes"] = "2097152"
+	bc := New(static, map[string]string{"custom.key": "x"}, nil)
+	all := bc.DescribeBroker(false, nil, true, true)
 	if len(all) != len(kafkaConfigs.Broker)+1 {
 		t.Fatalf("%d entries, want every Kafka key and the custom one", len(all))
 	}
@@ -272,54 +281,44 @@ func TestDescribeBrokerStaticAndSensitive(t *testing.T) {
 		t.Error("read-only must say what kafgres can alter")
 	}
 	// the topic inherits the static message.max.bytes
-	mm := bc.describeTopic(nil, []string{"max.message.bytes"}, true, false)[0]
+	mm := bc.DescribeTopic(nil, []string{"max.message.bytes"}, true, false)[0]
 	if deref(mm.Value) != "2097152" || mm.Source != kmsg.ConfigSourceStaticBrokerConfig {
 		t.Errorf("max.message.bytes: %s %v", deref(mm.Value), mm.Source)
 	}
 }
 
 func TestTopicSettings(t *testing.T) {
-	b := &Broker{cfg: testConfig(), catalog: newCatalog(nil)}
-	tp := &topic{name: "t"}
-	if got, want := b.topicSettings(tp), (topicSettings{
-		retentionMs: 604800000, retentionBytes: -1, segmentBytes: 1 << 30, segmentMs: 604800000,
-		maxMessageBytes: 1048588, cleanupPolicy: "delete",
-		timestampBeforeMaxMs: math.MaxInt64, timestampAfterMaxMs: 3600000,
+	if got, want := New(testStatic(), nil, nil).TopicSettings(nil), (TopicSettings{
+		RetentionMs: 604800000, RetentionBytes: -1, SegmentBytes: 1 << 30, SegmentMs: 604800000,
+		MaxMessageBytes: 1048588, CleanupPolicy: "delete",
+		TimestampBeforeMaxMs: math.MaxInt64, TimestampAfterMaxMs: 3600000,
 	}); got != want {
 		t.Fatalf("defaults: %+v, want %+v", got, want)
 	}
-	b.catalog.brokers = newBrokerConfigs(b.cfg,
+	bc := New(testStatic(),
 		map[string]string{"log.retention.ms": "-5", "log.segment.bytes": "2000000"},
 		map[string]string{"log.message.timestamp.type": "LogAppendTime", "log.retention.bytes": "100", "log.roll.ms": "1000"})
-	tp.configs = map[string]string{"cleanup.policy": "delete,compact", "max.message.bytes": "5000", "retention.bytes": "7"}
-	if got, want := b.topicSettings(tp), (topicSettings{
-		retentionMs: -1, retentionBytes: 7, segmentBytes: 2000000, segmentMs: 1000,
-		maxMessageBytes: 5000, logAppendTime: true, cleanupPolicy: "compact,delete",
-		timestampBeforeMaxMs: math.MaxInt64, timestampAfterMaxMs: 3600000,
+	overrides := map[string]string{"cleanup.policy": "delete,compact", "max.message.bytes": "5000", "retention.bytes": "7"}
+	if got, want := bc.TopicSettings(overrides), (TopicSettings{
+		RetentionMs: -1, RetentionBytes: 7, SegmentBytes: 2000000, SegmentMs: 1000,
+		MaxMessageBytes: 5000, LogAppendTime: true, CleanupPolicy: "compact,delete",
+		TimestampBeforeMaxMs: math.MaxInt64, TimestampAfterMaxMs: 3600000,
 	}); got != want {
 		t.Fatalf("overrides and dynamic: %+v, want %+v", got, want)
 	}
 	for policy, want := range map[string]string{"": "", "compact": "compact", "delete": "delete", "compact,compact": "compact"} {
-		tp.configs = map[string]string{"cleanup.policy": policy}
-		if got := b.topicSettings(tp).cleanupPolicy; got != want {
+		if got := bc.TopicSettings(map[string]string{"cleanup.policy": policy}).CleanupPolicy; got != want {
 			t.Errorf("cleanup.policy %q: %q, want %q", policy, got, want)
 		}
 	}
-	// the catalog computes settings when it loads a topic
-	tp.settings = &topicSettings{retentionMs: 42}
-	if got := b.topicSettings(tp).retentionMs; got != 42 {
-		t.Errorf("precomputed settings ignored: %d", got)
-	}
-	tp.settings = nil
 	// an override that no longer parses (hand-written SQL) is ignored
-	tp.configs = map[string]string{"segment.ms": "soon"}
-	if got := b.topicSettings(tp).segmentMs; got != 1000 {
+	if got := bc.TopicSettings(map[string]string{"segment.ms": "soon"}).SegmentMs; got != 1000 {
 		t.Errorf("bad override: segment.ms %d", got)
 	}
 }
 
-func TestValidateTopicConfigs(t *testing.T) {
-	b := &Broker{cfg: testConfig(), catalog: newCatalog(nil)}
+func TestCheckNewTopicConfigs(t *testing.T) {
+	bc := New(testStatic(), nil, nil)
 	s := func(v string) *string { return &v }
 	for _, tc := range []struct {
 		configs map[string]*string
@@ -335,19 +334,12 @@ func TestValidateTopicConfigs(t *testing.T) {
 		{map[string]*string{"retention.ms": s("x"), "segment.bytes": s("y")}, 40, "Invalid value y for configuration segment.bytes: Not a number of type INT"},
 		{map[string]*string{"zzz": s("1"), "aaa": s("1")}, 40, "Unknown topic config name: aaa"},
 	} {
-		err := b.validateTopicConfigs(tc.configs)
-		if tc.code == 0 {
-			if err != nil {
-				t.Errorf("%v: %v", tc.configs, err)
-			}
-			continue
-		}
-		cerr, ok := err.(*apiError)
-		if !ok || cerr.code != tc.code || cerr.msg != tc.msg {
+		_, err := bc.CheckNewTopicConfigs(tc.configs)
+		if err.Code() != tc.code || err.Message() != tc.msg {
 			t.Errorf("%v: %v, want %d %q", tc.configs, err, tc.code, tc.msg)
 		}
 	}
-	canon, _ := b.canonicalTopicConfigs(map[string]*string{"preallocate": s(" TRUE"), "leader.replication.throttled.replicas": s("0:1 , 1:2")})
+	canon, _ := bc.CheckNewTopicConfigs(map[string]*string{"preallocate": s(" TRUE"), "leader.replication.throttled.replicas": s("0:1 , 1:2")})
 	if canon["preallocate"] != "true" || canon["leader.replication.throttled.replicas"] != "0:1,1:2" {
 		t.Errorf("canonical values: %v", canon)
 	}
@@ -355,7 +347,7 @@ func TestValidateTopicConfigs(t *testing.T) {
 
 // IncrementalAlterConfigs list operations, as the reference answered them.
 func TestIncrementalTopicOps(t *testing.T) {
-	bc := newBrokerConfigs(testConfig(), nil, nil)
+	bc := New(testStatic(), nil, nil)
 	op := func(name string, o kmsg.IncrementalAlterConfigOp, v string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		c.Name, c.Op, c.Value = name, o, &v
@@ -386,9 +378,9 @@ func TestIncrementalTopicOps(t *testing.T) {
 	}
 	current := map[string]string{}
 	for i, s := range steps {
-		next, cerr := bc.incrementalTopicConfigs(current, s.ops)
+		next, cerr := bc.IncrementalTopicConfigs(current, s.ops)
 		if cerr == nil {
-			next, cerr = bc.checkTopicConfigs(next)
+			next, cerr = bc.CheckTopicConfigs(next)
 		}
 		if cerr != nil {
 			t.Fatalf("step %d: %v", i, cerr)
@@ -407,11 +399,11 @@ func TestIncrementalTopicOps(t *testing.T) {
 		{op("cleanup.policy", app, ""), "Configuration 'cleanup.policy' values must not be empty."},
 		{op("cleanup.policy", app, "nope"), "Invalid value nope for configuration cleanup.policy: String must be one of: compact, delete"},
 	} {
-		next, cerr := bc.incrementalTopicConfigs(nil, []kmsg.IncrementalAlterConfigsRequestResourceConfig{tc.op})
+		next, cerr := bc.IncrementalTopicConfigs(nil, []kmsg.IncrementalAlterConfigsRequestResourceConfig{tc.op})
 		if cerr == nil {
-			_, cerr = bc.checkTopicConfigs(next)
+			_, cerr = bc.CheckTopicConfigs(next)
 		}
-		if cerr == nil || cerr.code != kerr.InvalidConfig.Code || cerr.msg != tc.msg {
+		if cerr == nil || cerr.Code() != kerr.InvalidConfig.Code || cerr.Message() != tc.msg {
 			t.Errorf("%s %v %q: %v, want %q", tc.op.Name, tc.op.Op, *tc.op.Value, cerr, tc.msg)
 		}
 	}
@@ -429,20 +421,25 @@ func mapsEqual(a, b map[string]string) bool {
 	return true
 }
 
+// legacyConfigs is an AlterConfigs resource's configs: names and values.
+func legacyConfigs(kv ...string) []kmsg.AlterConfigsRequestResourceConfig {
+	var configs []kmsg.AlterConfigsRequestResourceConfig
+	for i := 0; i < len(kv); i += 2 {
+		c := kmsg.NewAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = kv[i], &kv[i+1]
+		configs = append(configs, c)
+	}
+	return configs
+}
+
 func TestBrokerAlterRules(t *testing.T) {
-	bc := newBrokerConfigs(testConfig(), nil, nil)
-	legacy := func(cluster bool, kv ...string) *apiError {
-		var configs []kmsg.AlterConfigsRequestResourceConfig
-		for i := 0; i < len(kv); i += 2 {
-			c := kmsg.NewAlterConfigsRequestResourceConfig()
-			c.Name, c.Value = kv[i], &kv[i+1]
-			configs = append(configs, c)
-		}
-		_, err := bc.check(bc.legacy(cluster, configs))
+	bc := New(testStatic(), nil, nil)
+	legacy := func(cluster bool, kv ...string) *apierr.Error {
+		_, err := bc.CheckBrokerAlter(bc.LegacyBrokerAlter(cluster, legacyConfigs(kv...)))
 		return err
 	}
 	for _, tc := range []struct {
-		err  *apiError
+		err  *apierr.Error
 		code int16
 		msg  string
 	}{
@@ -455,7 +452,7 @@ func TestBrokerAlterRules(t *testing.T) {
 		{legacy(false, "log.local.retention.ms", "-1"), 42, "Invalid value org.apache.kafka.common.config.ConfigException: Invalid value -1 for configuration log.local.retention.ms: Value must not be -1 as log.retention.ms value is set as 604800000. for configuration Invalid dynamic configuration"},
 		{legacy(false, "log.cleaner.min.compaction.lag.ms", "10", "log.cleaner.max.compaction.lag.ms", "5"), 0, ""},
 	} {
-		if tc.err.errorCode() != tc.code || tc.code != 0 && tc.err.msg != tc.msg {
+		if tc.err.Code() != tc.code || tc.code != 0 && tc.err.Message() != tc.msg {
 			t.Errorf("got %v, want %d %q", tc.err, tc.code, tc.msg)
 		}
 	}
@@ -470,43 +467,78 @@ func TestBrokerAlterRules(t *testing.T) {
 	} {
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		c.Name, c.Op, c.Value = tc.key, tc.op, &v
-		if _, err := bc.incremental(false, []kmsg.IncrementalAlterConfigsRequestResourceConfig{c}); err == nil || err.code != 40 || err.msg != tc.msg {
+		if _, err := bc.IncrementalBrokerAlter(false, []kmsg.IncrementalAlterConfigsRequestResourceConfig{c}); err == nil || err.Code() != 40 || err.Message() != tc.msg {
 			t.Errorf("%v %s: %v", tc.op, tc.key, err)
 		}
 	}
 	// the cluster default's min.insync.replicas cannot be deleted
 	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 	c.Name, c.Op = "min.insync.replicas", kmsg.IncrementalAlterConfigOpDelete
-	a, _ := bc.incremental(true, []kmsg.IncrementalAlterConfigsRequestResourceConfig{c})
-	if _, err := bc.check(a); err == nil || err.msg != "Cluster-level min.insync.replicas cannot be removed while ELR is enabled." {
+	a, _ := bc.IncrementalBrokerAlter(true, []kmsg.IncrementalAlterConfigsRequestResourceConfig{c})
+	if _, err := bc.CheckBrokerAlter(a); err == nil || err.Message() != "Cluster-level min.insync.replicas cannot be removed while ELR is enabled." {
 		t.Errorf("delete cluster min.insync.replicas: %v", err)
 	}
 }
 
-func TestBrokerEntity(t *testing.T) {
-	b := &Broker{cfg: testConfig()}
-	for _, tc := range []struct {
-		name     string
-		describe bool
-		cluster  bool
-		msg      string
-	}{
-		{"", true, true, ""},
-		{"1", false, false, ""},
-		{"01", true, false, ""},
-		{"2", true, false, "Unexpected broker id, expected 1 or empty string, but received 2"},
-		{"2", false, false, "Unexpected broker id, expected 1, but received 2"},
-		{"abc", true, false, "Broker id must be an integer, but it is: abc"},
-		{"abc", false, false, "Node id must be an integer, but it is: abc"},
-	} {
-		cluster, err := b.brokerEntity(tc.name, tc.describe)
-		msg := ""
+// CheckBrokerAlter returns the rows to store: the cluster default's
+// min.insync.replicas only once it is stored or set.
+func TestCheckBrokerAlterRows(t *testing.T) {
+	alter := func(bc *Configs, cluster bool, kv ...string) map[string]string {
+		t.Helper()
+		rows, err := bc.CheckBrokerAlter(bc.LegacyBrokerAlter(cluster, legacyConfigs(kv...)))
 		if err != nil {
-			msg = err.msg
+			t.Fatal(err)
 		}
-		if cluster != tc.cluster || msg != tc.msg {
-			t.Errorf("%q describe=%v: %v %q", tc.name, tc.describe, cluster, msg)
+		return rows
+	}
+	implicit := New(testStatic(), nil, nil)
+	for _, tc := range []struct {
+		bc      *Configs
+		cluster bool
+		kv      []string
+		want    map[string]string
+	}{
+		// legacy alters replace the whole set, so min.insync.replicas must
+		// be given on the cluster default
+		{implicit, true, []string{"min.insync.replicas", "1", "log.retention.ms", "5"}, map[string]string{"min.insync.replicas": "1", "log.retention.ms": "5"}},
+		{implicit, false, []string{"log.retention.ms", " 5"}, map[string]string{"log.retention.ms": "5"}},
+		{New(testStatic(), nil, map[string]string{"min.insync.replicas": "2"}), true, []string{"min.insync.replicas", "2"}, map[string]string{"min.insync.replicas": "2"}},
+	} {
+		if got := alter(tc.bc, tc.cluster, tc.kv...); !mapsEqual(got, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.kv, got, tc.want)
 		}
+	}
+	// an incremental alter of the cluster default keeps the implicit value
+	// implicit
+	op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	v := "5"
+	op.Name, op.Value = "log.retention.ms", &v
+	a, _ := implicit.IncrementalBrokerAlter(true, []kmsg.IncrementalAlterConfigsRequestResourceConfig{op})
+	if rows, err := implicit.CheckBrokerAlter(a); err != nil || !mapsEqual(rows, map[string]string{"log.retention.ms": "5"}) {
+		t.Errorf("incremental: %v %v", rows, err)
+	}
+	stored := New(testStatic(), nil, map[string]string{"min.insync.replicas": "1"})
+	a, _ = stored.IncrementalBrokerAlter(true, []kmsg.IncrementalAlterConfigsRequestResourceConfig{op})
+	if rows, err := stored.CheckBrokerAlter(a); err != nil || !mapsEqual(rows, map[string]string{"min.insync.replicas": "1", "log.retention.ms": "5"}) {
+		t.Errorf("incremental, stored: %v %v", rows, err)
+	}
+}
+
+func TestConnectionLimits(t *testing.T) {
+	if total, perIP := New(testStatic(), nil, nil).ConnectionLimits(); total != math.MaxInt32 || perIP != math.MaxInt32 {
+		t.Errorf("defaults: %d %d", total, perIP)
+	}
+	bc := New(testStatic(), map[string]string{"max.connections": "10"}, map[string]string{"max.connections": "20", "max.connections.per.ip": "3"})
+	if total, perIP := bc.ConnectionLimits(); total != 10 || perIP != 3 {
+		t.Errorf("dynamic: %d %d", total, perIP)
+	}
+}
+
+func TestDuplicateResources(t *testing.T) {
+	topic := func(name string) Resource { return Resource{kmsg.ConfigResourceTypeTopic, name} }
+	got := DuplicateResources([]Resource{topic("a"), topic("b"), {kmsg.ConfigResourceTypeBroker, "a"}, topic("a")})
+	if len(got) != 1 || !got[topic("a")] {
+		t.Errorf("got %v", got)
 	}
 }
 
@@ -581,41 +613,34 @@ func TestBrokerLoggers(t *testing.T) {
 		{op("root", kmsg.IncrementalAlterConfigOpDelete, nil), 42, "Removing the log level of the root logger is not allowed"},
 		{op("root", kmsg.IncrementalAlterConfigOpAppend, s("x")), 42, "APPEND operation is not allowed for the BROKER_LOGGER resource"},
 	} {
-		_, err := checkLoggerOps(tc.ops)
-		if err.errorCode() != tc.code || tc.code != 0 && err.msg != tc.msg {
+		_, err := CheckLoggerOps(tc.ops)
+		if err.Code() != tc.code || tc.code != 0 && err.Message() != tc.msg {
 			t.Errorf("%+v: %v", tc.ops[0], err)
 		}
 	}
-	cfg := testConfig()
-	b := &Broker{cfg: cfg, log: slog.New(slog.DiscardHandler)}
-	req := kmsg.NewIncrementalAlterConfigsRequestResource()
-	req.ResourceType, req.ResourceName, req.Configs = kmsg.ConfigResourceTypeBrokerLogger, "1", op("root", kmsg.IncrementalAlterConfigOpSet, s("WARN"))
-	if err := b.alterLoggers(req, false); err != nil {
-		t.Fatal(err)
+	if d := DescribeLoggers(slog.LevelWarn, nil); len(d) != 1 || deref(d[0].Value) != "WARN" || d[0].Source != kmsg.ConfigSourceDynamicBrokerLoggerConfig {
+		t.Errorf("WARN: %+v", d)
 	}
-	if d := b.describeBrokerLoggers(nil); len(d) != 1 || deref(d[0].Value) != "WARN" || d[0].Source != kmsg.ConfigSourceDynamicBrokerLoggerConfig {
-		t.Errorf("after WARN: %+v", d)
+	if d := DescribeLoggers(slog.LevelWarn, []string{"kafka"}); len(d) != 0 {
+		t.Errorf("other logger: %+v", d)
 	}
-	req.ResourceName = "2"
-	if err := b.alterLoggers(req, false); err == nil || err.msg != "Unexpected node id. Expected 1, but received 2" {
-		t.Errorf("wrong node: %v", err)
-	}
-	req.ResourceName = ""
-	if err := b.alterLoggers(req, false); err == nil || err.msg != "Node id must be an integer, but it is: " {
-		t.Errorf("empty node: %v", err)
+	for level, want := range map[slog.Level]string{slog.LevelDebug - 4: "TRACE", slog.LevelDebug: "DEBUG", slog.LevelInfo + 1: "INFO", slog.LevelError + 4: "FATAL"} {
+		if got := LogLevelName(level); got != want {
+			t.Errorf("%v: %s, want %s", level, got, want)
+		}
 	}
 }
 
 // CreateTopics v5+ lists the new topic's configs sorted by name, as the
 // reference did for retention.ms=1000, cleanup.policy=compact.
 func TestCreatedTopicConfigs(t *testing.T) {
-	b := &Broker{cfg: testConfig(), catalog: newCatalog(nil)}
+	bc := New(testStatic(), nil, nil)
 	s := func(v string) *string { return &v }
-	canon, err := b.canonicalTopicConfigs(map[string]*string{"retention.ms": s("1000"), "cleanup.policy": s("compact")})
+	canon, err := bc.CheckNewTopicConfigs(map[string]*string{"retention.ms": s("1000"), "cleanup.policy": s("compact")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := b.createdTopicConfigs(canon)
+	got := bc.CreatedTopicConfigs(canon)
 	if len(got) != 37 {
 		t.Fatalf("%d configs", len(got))
 	}

@@ -1,25 +1,22 @@
-package broker
+package kconfig
 
 // Topic configs: every key Kafka 4.4 knows for a topic, its type, default,
 // validator and the broker keys it falls back to (Kafka's LogConfig and
-// ServerTopicConfigSynonyms). A topic's overrides live in
-// kafgres.topic_config, canonical strings keyed by topic id; the catalog
-// loads them with the topic.
+// ServerTopicConfigSynonyms). A topic's overrides are canonical strings by
+// key (the broker keeps them in kafgres.topic_config).
 //
-// Only some keys change what kafgres does (see topicSettings and
+// Only some keys change what kafgres does (see TopicSettings and
 // docs/configuration.md); every other key is validated, stored and
 // described exactly as Kafka does, so tools that set them keep working.
 
 import (
-	"context"
-	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -111,46 +108,34 @@ var topicKeyByName = func() map[string]*topicKey {
 	return m
 }()
 
-// topicSettings are the effective values of the topic configs kafgres
+// TopicSettings are the effective values of the topic configs kafgres
 // honours (override → dynamic broker → dynamic cluster default → static
 // broker → Kafka's default).
-type topicSettings struct {
-	retentionMs, retentionBytes, segmentBytes, segmentMs int64
-	maxMessageBytes                                      int32
-	logAppendTime                                        bool
-	// timestampBeforeMaxMs / timestampAfterMaxMs bound how far a CreateTime
+type TopicSettings struct {
+	RetentionMs, RetentionBytes, SegmentBytes, SegmentMs int64
+	MaxMessageBytes                                      int32
+	LogAppendTime                                        bool
+	// TimestampBeforeMaxMs / TimestampAfterMaxMs bound how far a CreateTime
 	// record's timestamp may lie behind / ahead of the broker's clock.
-	timestampBeforeMaxMs, timestampAfterMaxMs int64
-	// cleanupPolicy is "delete", "compact", "compact,delete", or "" for
+	TimestampBeforeMaxMs, TimestampAfterMaxMs int64
+	// CleanupPolicy is "delete", "compact", "compact,delete", or "" for
 	// an empty policy list: keep everything (Kafka 4.x's meaning).
-	cleanupPolicy string
+	CleanupPolicy string
 }
 
-// topicSettings is what t is configured to do right now. Take t from the
-// catalog (topicByName), not from a partition: a partition keeps the topic
-// value it was opened with, while the catalog's is replaced on every
-// reload with the latest configs. The catalog computes the settings when it
-// loads a topic, so this is cheap enough for every request.
-func (b *Broker) topicSettings(t *topic) topicSettings {
-	if t.settings != nil {
-		return *t.settings
-	}
-	return b.brokerConfigs().settings(t.configs)
-}
-
-// settings are the effective values for a topic with these overrides.
-func (bc *brokerConfigs) settings(overrides map[string]string) topicSettings {
+// TopicSettings are the effective values for a topic with these overrides.
+func (bc *Configs) TopicSettings(overrides map[string]string) TopicSettings {
 	v := func(name string) configValue { val, _ := bc.topicValue(topicKeyByName[name], overrides); return val }
-	s := topicSettings{
-		retentionMs:     v("retention.ms").num,
-		retentionBytes:  v("retention.bytes").num,
-		segmentBytes:    v("segment.bytes").num,
-		segmentMs:       v("segment.ms").num,
-		maxMessageBytes: int32(v("max.message.bytes").num),
-		logAppendTime:   v("message.timestamp.type").str == "LogAppendTime",
+	s := TopicSettings{
+		RetentionMs:     v("retention.ms").num,
+		RetentionBytes:  v("retention.bytes").num,
+		SegmentBytes:    v("segment.bytes").num,
+		SegmentMs:       v("segment.ms").num,
+		MaxMessageBytes: int32(v("max.message.bytes").num),
+		LogAppendTime:   v("message.timestamp.type").str == "LogAppendTime",
 
-		timestampBeforeMaxMs: v("message.timestamp.before.max.ms").num,
-		timestampAfterMaxMs:  v("message.timestamp.after.max.ms").num,
+		TimestampBeforeMaxMs: v("message.timestamp.before.max.ms").num,
+		TimestampAfterMaxMs:  v("message.timestamp.after.max.ms").num,
 	}
 	var compact, del bool
 	for _, p := range v("cleanup.policy").list {
@@ -159,11 +144,11 @@ func (bc *brokerConfigs) settings(overrides map[string]string) topicSettings {
 	}
 	switch {
 	case compact && del:
-		s.cleanupPolicy = "compact,delete"
+		s.CleanupPolicy = "compact,delete"
 	case compact:
-		s.cleanupPolicy = "compact"
+		s.CleanupPolicy = "compact"
 	case del:
-		s.cleanupPolicy = "delete"
+		s.CleanupPolicy = "delete"
 	}
 	return s
 }
@@ -171,7 +156,7 @@ func (bc *brokerConfigs) settings(overrides map[string]string) topicSettings {
 // topicValue is k's effective value for a topic with these overrides, and
 // whether it comes from the overrides. A stored override that no longer
 // parses (written by hand in SQL) is ignored.
-func (bc *brokerConfigs) topicValue(k *topicKey, overrides map[string]string) (configValue, bool) {
+func (bc *Configs) topicValue(k *topicKey, overrides map[string]string) (configValue, bool) {
 	if raw, ok := overrides[k.name]; ok {
 		if v, err := parseConfig(k.name, k.typ, raw); err == nil && (k.check == nil || k.check(k.name, v) == nil) {
 			return v, true
@@ -182,7 +167,7 @@ func (bc *brokerConfigs) topicValue(k *topicKey, overrides map[string]string) (c
 
 // topicDefault is the value a topic without an override gets: from the
 // broker synonyms as KafkaConfig derives it, else Kafka's topic default.
-func (bc *brokerConfigs) topicDefault(k *topicKey) configValue {
+func (bc *Configs) topicDefault(k *topicKey) configValue {
 	for _, s := range k.synonyms {
 		raw, ok := bc.resolve(s.name)
 		if !ok {
@@ -207,18 +192,18 @@ func (bc *brokerConfigs) topicDefault(k *topicKey) configValue {
 
 // normalizeRetention: KafkaConfig turns any negative log retention time
 // into -1 (unlimited).
-func (bc *brokerConfigs) normalizeRetention(k *topicKey, v configValue) configValue {
+func (bc *Configs) normalizeRetention(k *topicKey, v configValue) configValue {
 	if k.name == "retention.ms" && v.num < 0 {
 		v, _ = parseConfig(k.name, k.typ, "-1")
 	}
 	return v
 }
 
-// checkTopicConfigs validates a topic's complete new override set the way
+// CheckTopicConfigs validates a topic's complete new override set the way
 // Kafka's controller does (LogConfig.validate): names first, then each
 // value in definition order, then the checks across keys. It returns the
 // canonical values to store.
-func (bc *brokerConfigs) checkTopicConfigs(overrides map[string]string) (map[string]string, *apiError) {
+func (bc *Configs) CheckTopicConfigs(overrides map[string]string) (map[string]string, *apierr.Error) {
 	names := make([]string, 0, len(overrides))
 	for n := range overrides {
 		names = append(names, n)
@@ -226,7 +211,7 @@ func (bc *brokerConfigs) checkTopicConfigs(overrides map[string]string) (map[str
 	sort.Strings(names)
 	for _, n := range names {
 		if topicKeyByName[n] == nil {
-			return nil, invalidConfig("Unknown topic config name: %s", n)
+			return nil, apierr.InvalidConfig("Unknown topic config name: %s", n)
 		}
 	}
 	out := make(map[string]string, len(overrides))
@@ -253,27 +238,18 @@ func (bc *brokerConfigs) checkTopicConfigs(overrides map[string]string) (map[str
 		return bc.topicDefault(topicKeyByName[name])
 	}
 	if minLag, maxLag := value("min.compaction.lag.ms").num, value("max.compaction.lag.ms").num; minLag > maxLag {
-		return nil, invalidConfig("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", minLag, maxLag)
+		return nil, apierr.InvalidConfig("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", minLag, maxLag)
 	}
 	if value("remote.storage.enable").b {
-		return nil, invalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.")
+		return nil, apierr.InvalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.")
 	}
 	return out, nil
 }
 
-// validateTopicConfigs checks the configs of a topic being created
-// (CreateTopics); the error, when not nil, is a *apiError with Kafka's
-// code and message.
-func (b *Broker) validateTopicConfigs(configs map[string]*string) error {
-	if _, err := b.canonicalTopicConfigs(configs); err != nil {
-		return err
-	}
-	return nil
-}
-
-// canonicalTopicConfigs is validateTopicConfigs returning the values to
-// store (see insertTopicConfigs).
-func (b *Broker) canonicalTopicConfigs(configs map[string]*string) (map[string]string, *apiError) {
+// CheckNewTopicConfigs checks the configs of a topic being created
+// (CreateTopics), where a null value is refused, and returns the canonical
+// values to store.
+func (bc *Configs) CheckNewTopicConfigs(configs map[string]*string) (map[string]string, *apierr.Error) {
 	names := make([]string, 0, len(configs))
 	raw := make(map[string]string, len(configs))
 	for n, v := range configs {
@@ -285,83 +261,17 @@ func (b *Broker) canonicalTopicConfigs(configs map[string]*string) (map[string]s
 	sort.Strings(names)
 	for _, n := range names {
 		if configs[n] == nil {
-			return nil, invalidConfig("Null value not supported for topic configs: %s", n)
+			return nil, apierr.InvalidConfig("Null value not supported for topic configs: %s", n)
 		}
 	}
-	return b.brokerConfigs().checkTopicConfigs(raw)
+	return bc.CheckTopicConfigs(raw)
 }
 
-const (
-	sqlInsertTopicConfigs = `
-INSERT INTO kafgres.topic_config (topic_id, name, value)
-SELECT $1, n, v FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS c(n, v)`
-	sqlDeleteTopicConfigs = `DELETE FROM kafgres.topic_config WHERE topic_id OPERATOR(pg_catalog.=) $1`
-	sqlLockTopic          = `SELECT true FROM kafgres.topic WHERE topic_id OPERATOR(pg_catalog.=) $1 FOR UPDATE`
-	sqlReadTopicConfigs   = `SELECT name, value FROM kafgres.topic_config WHERE topic_id OPERATOR(pg_catalog.=) $1 AND value IS NOT NULL`
-)
-
-// insertTopicConfigs stores a new topic's overrides inside tx. The values
-// should be the canonical ones validateTopicConfigs accepted (use
-// canonicalTopicConfigs); they are stored as given.
-func insertTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64, configs map[string]string) error {
-	if len(configs) == 0 {
-		return nil
-	}
-	names, values := configColumns(configs)
-	if _, err := tx.Exec(ctx, sqlInsertTopicConfigs, topicID, names, values); err != nil {
-		return fmt.Errorf("store configs of topic %d: %w", topicID, err)
-	}
-	return nil
-}
-
-// replaceTopicConfigs makes configs the topic's complete override set.
-func replaceTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64, configs map[string]string) error {
-	if _, err := tx.Exec(ctx, sqlDeleteTopicConfigs, topicID); err != nil {
-		return fmt.Errorf("clear configs of topic %d: %w", topicID, err)
-	}
-	return insertTopicConfigs(ctx, tx, topicID, configs)
-}
-
-// lockTopicConfigs locks the topic's row for the rest of tx (concurrent
-// alters of one topic apply one after the other) and reads its current
-// overrides. ok is false when the topic no longer exists.
-func lockTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64) (configs map[string]string, ok bool, err error) {
-	if err := tx.QueryRow(ctx, sqlLockTopic, topicID).Scan(&ok); err != nil {
-		if err == pgx.ErrNoRows {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("lock topic %d: %w", topicID, err)
-	}
-	rows, err := tx.Query(ctx, sqlReadTopicConfigs, topicID)
-	if err != nil {
-		return nil, false, fmt.Errorf("read configs of topic %d: %w", topicID, err)
-	}
-	configs, err = collectConfigRows(rows)
-	return configs, true, err
-}
-
-func collectConfigRows(rows pgx.Rows) (map[string]string, error) {
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var n, v string
-		if err := rows.Scan(&n, &v); err != nil {
-			return nil, fmt.Errorf("scan config row: %w", err)
-		}
-		out[n] = v
-	}
-	return out, rows.Err()
-}
-
-// describeTopicConfigs is DescribeConfigs' answer for t: every topic key
-// (or those in keys, when not empty) in Kafka's order.
-func (b *Broker) describeTopicConfigs(t *topic, keys []string, synonyms, documentation bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	return b.brokerConfigs().describeTopic(t.configs, keys, synonyms, documentation)
-}
-
-// describeTopic describes a topic with these overrides (it need not exist
-// yet: CreateTopics with validateOnly describes the topic it would create).
-func (bc *brokerConfigs) describeTopic(overrides map[string]string, keys []string, synonyms, documentation bool) []kmsg.DescribeConfigsResponseResourceConfig {
+// DescribeTopic is DescribeConfigs' answer for a topic with these
+// overrides: every topic key (or those in keys, when not empty) in Kafka's
+// order. The topic need not exist yet: CreateTopics with validateOnly
+// describes the topic it would create.
+func (bc *Configs) DescribeTopic(overrides map[string]string, keys []string, synonyms, documentation bool) []kmsg.DescribeConfigsResponseResourceConfig {
 	want := keySet(keys)
 	out := []kmsg.DescribeConfigsResponseResourceConfig{}
 	for i := range kafkaConfigs.Topic {
@@ -397,16 +307,12 @@ func (bc *brokerConfigs) describeTopic(overrides map[string]string, keys []strin
 	return out
 }
 
-// createdTopicConfigs is the config list CreateTopics v5+ returns for a
+// CreatedTopicConfigs is the config list CreateTopics v5+ returns for a
 // topic created (or, with validateOnly, that would be created) with these
-// canonical overrides (canonicalTopicConfigs): the same entries as
+// canonical overrides (CheckNewTopicConfigs): the same entries as
 // DescribeConfigs, sorted by name as Kafka sends them.
-func (b *Broker) createdTopicConfigs(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
-	return b.brokerConfigs().createdTopicConfigs(overrides)
-}
-
-func (bc *brokerConfigs) createdTopicConfigs(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
-	described := bc.describeTopic(overrides, nil, false, false)
+func (bc *Configs) CreatedTopicConfigs(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
+	described := bc.DescribeTopic(overrides, nil, false, false)
 	sort.Slice(described, func(i, j int) bool { return described[i].Name < described[j].Name })
 	out := make([]kmsg.CreateTopicsResponseTopicConfig, 0, len(described))
 	for _, d := range described {
@@ -434,9 +340,9 @@ func configSynonym(name string, value *string, src kmsg.ConfigSource) kmsg.Descr
 	return s
 }
 
-// incrementalTopicConfigs applies IncrementalAlterConfigs operations to a
-// topic's current overrides.
-func (bc *brokerConfigs) incrementalTopicConfigs(current map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, *apiError) {
+// IncrementalTopicConfigs applies IncrementalAlterConfigs operations to a
+// topic's current overrides; CheckTopicConfigs checks the result.
+func (bc *Configs) IncrementalTopicConfigs(current map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, *apierr.Error) {
 	next := make(map[string]string, len(current))
 	for k, v := range current {
 		next[k] = v
@@ -450,7 +356,7 @@ func (bc *brokerConfigs) incrementalTopicConfigs(current map[string]string, ops 
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
 			k := topicKeyByName[op.Name]
 			if k == nil || k.typ != kmsg.ConfigTypeList {
-				return nil, invalidConfig("Can't %s to key %s because its type is not LIST.", op.Op, op.Name)
+				return nil, apierr.InvalidConfig("Can't %s to key %s because its type is not LIST.", op.Op, op.Name)
 			}
 			base, ok := next[op.Name]
 			if v, err := parseConfig(k.name, k.typ, base); !ok || err != nil {
@@ -472,7 +378,7 @@ func applyListOp(base string, op kmsg.IncrementalAlterConfigOp, value string) st
 	}
 	for _, it := range strings.Split(value, ",") {
 		if op == kmsg.IncrementalAlterConfigOpAppend {
-			if !contains(items, it) {
+			if !slices.Contains(items, it) {
 				items = append(items, it)
 			}
 			continue
@@ -486,25 +392,4 @@ func applyListOp(base string, op kmsg.IncrementalAlterConfigOp, value string) st
 		items = kept
 	}
 	return strings.Join(items, ",")
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// topicResourceError is the error for a topic config resource whose name is
-// not a usable topic (alters), or nil.
-func topicResourceError(name string) *apiError {
-	if name == "" {
-		return invalidRequest("Default topic resources are not allowed.")
-	}
-	if p := topicNameProblem(name); p != "" {
-		return &apiError{code: kerr.InvalidTopicException.Code, msg: "Topic name is invalid: " + p}
-	}
-	return nil
 }
