@@ -20,7 +20,6 @@ package broker
 // refused as not dynamically updatable.
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -28,9 +27,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -424,41 +421,6 @@ func (bc *brokerConfigs) legacy(cluster bool, configs []kmsg.AlterConfigsRequest
 	return a
 }
 
-const (
-	sqlLockBrokerConfigs  = `LOCK TABLE kafgres.broker_config IN SHARE ROW EXCLUSIVE MODE`
-	sqlDeleteBrokerConfig = `DELETE FROM kafgres.broker_config WHERE node_id OPERATOR(pg_catalog.=) $1::int OR (node_id IS NULL AND $1::int IS NULL)`
-	sqlInsertBrokerConfig = `
-INSERT INTO kafgres.broker_config (node_id, name, value)
-SELECT $1, n, v FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS c(n, v)`
-	sqlLoadBrokerConfigs = `SELECT node_id, name, value FROM kafgres.broker_config`
-)
-
-// configColumns splits configs into the name and value arrays the insert
-// statements unnest.
-func configColumns(configs map[string]string) (names, values []string) {
-	for n, v := range configs {
-		names = append(names, n)
-		values = append(values, v)
-	}
-	return names, values
-}
-
-// replaceBrokerConfigs makes configs the entity's dynamic config set
-// (nodeID nil: the cluster default).
-func replaceBrokerConfigs(ctx context.Context, tx pgx.Tx, nodeID *int32, configs map[string]string) error {
-	if _, err := tx.Exec(ctx, sqlDeleteBrokerConfig, nodeID); err != nil {
-		return fmt.Errorf("clear broker configs: %w", err)
-	}
-	if len(configs) == 0 {
-		return nil
-	}
-	names, values := configColumns(configs)
-	if _, err := tx.Exec(ctx, sqlInsertBrokerConfig, nodeID, names, values); err != nil {
-		return fmt.Errorf("store broker configs: %w", err)
-	}
-	return nil
-}
-
 // describeBroker is DescribeConfigs' answer for this broker (cluster
 // false) or the cluster default entity (only the keys set there).
 func (bc *brokerConfigs) describeBroker(cluster bool, keys []string, synonyms, documentation bool) []kmsg.DescribeConfigsResponseResourceConfig {
@@ -675,29 +637,6 @@ func (b *Broker) brokerEntity(name string, describe bool) (cluster bool, err *ap
 		return false, invalidRequest("Unexpected broker id, expected %d, but received %s", b.cfg.NodeID, name)
 	}
 	return false, nil
-}
-
-// withTx runs f in a transaction that commits only when commit is true
-// and f succeeded: a validateOnly alter goes through the same locks and
-// reads as a real one, then rolls back.
-func (b *Broker) withTx(ctx context.Context, commit bool, f func(pgx.Tx) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.Background())
-	if err := f(tx); err != nil {
-		return err
-	}
-	if !commit {
-		return nil
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
 }
 
 // logLevel is the level variable BROKER_LOGGER alters change.

@@ -11,9 +11,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 // errServer stands for a failure of ours (Postgres unreachable, ...):
@@ -67,24 +68,20 @@ func (b *Broker) alterTopic(ctx context.Context, name string, validateOnly bool,
 		return missing
 	}
 	bc := b.brokerConfigs()
-	err := b.withTx(ctx, !validateOnly, func(tx pgx.Tx) error {
-		current, ok, err := lockTopicConfigs(ctx, tx, t.id)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return missing
-		}
+	err := b.meta.AlterTopicConfigs(ctx, t.id, !validateOnly, func(current map[string]string) (map[string]string, error) {
 		proposed, cerr := next(bc, current)
 		if cerr != nil {
-			return cerr
+			return nil, cerr
 		}
 		canonical, cerr := bc.checkTopicConfigs(proposed)
 		if cerr != nil {
-			return cerr
+			return nil, cerr
 		}
-		return replaceTopicConfigs(ctx, tx, t.id, canonical)
+		return canonical, nil
 	})
+	if errors.Is(err, metadata.ErrUnknownTopic) {
+		return missing
+	}
 	return b.alterError("topic", name, err)
 }
 
@@ -96,64 +93,22 @@ func (b *Broker) alterBroker(ctx context.Context, name string, validateOnly bool
 	if cerr != nil {
 		return cerr
 	}
-	err := b.withTx(ctx, !validateOnly, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockBrokerConfigs); err != nil {
-			return fmt.Errorf("lock broker configs: %w", err)
-		}
-		node, clusterConfigs, err := readBrokerConfigs(ctx, tx, b.cfg.NodeID)
-		if err != nil {
-			return err
-		}
+	err := b.meta.AlterBrokerConfigs(ctx, b.cfg.NodeID, cluster, !validateOnly, func(node, clusterConfigs map[string]string) (map[string]string, error) {
 		bc := newBrokerConfigs(b.cfg, node, clusterConfigs)
 		a, cerr := build(bc, cluster)
 		if cerr != nil {
-			return cerr
+			return nil, cerr
 		}
 		configs, cerr := bc.check(a)
 		if cerr != nil {
-			return cerr
+			return nil, cerr
 		}
-		var nodeID *int32
-		if !cluster {
-			nodeID = &b.cfg.NodeID
-		} else if _, stored := clusterConfigs[minISRKey]; !stored && !contains(a.set, minISRKey) {
+		if _, stored := clusterConfigs[minISRKey]; cluster && !stored && !contains(a.set, minISRKey) {
 			delete(configs, minISRKey) // still the implicit default: no row for it
 		}
-		return replaceBrokerConfigs(ctx, tx, nodeID, configs)
+		return configs, nil
 	})
 	return b.alterError("broker", name, err)
-}
-
-// queryer is what a pool and a transaction both offer.
-type queryer interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// readBrokerConfigs reads kafgres.broker_config: the rows of broker nodeID
-// and those of the cluster default (node_id NULL).
-func readBrokerConfigs(ctx context.Context, q queryer, nodeID int32) (node, cluster map[string]string, err error) {
-	rows, err := q.Query(ctx, sqlLoadBrokerConfigs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read broker configs: %w", err)
-	}
-	defer rows.Close()
-	node, cluster = map[string]string{}, map[string]string{}
-	for rows.Next() {
-		var (
-			id          *int32
-			name, value string
-		)
-		if err := rows.Scan(&id, &name, &value); err != nil {
-			return nil, nil, fmt.Errorf("scan broker config: %w", err)
-		}
-		switch {
-		case id == nil:
-			cluster[name] = value
-		case *id == nodeID:
-			node[name] = value
-		}
-	}
-	return node, cluster, rows.Err()
 }
 
 // alterError turns what a resource's transaction returned into the

@@ -11,14 +11,11 @@ package broker
 // described exactly as Kafka does, so tools that set them keep working.
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -289,68 +286,6 @@ func (b *Broker) canonicalTopicConfigs(configs map[string]*string) (map[string]s
 		}
 	}
 	return b.brokerConfigs().checkTopicConfigs(raw)
-}
-
-const (
-	sqlInsertTopicConfigs = `
-INSERT INTO kafgres.topic_config (topic_id, name, value)
-SELECT $1, n, v FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS c(n, v)`
-	sqlDeleteTopicConfigs = `DELETE FROM kafgres.topic_config WHERE topic_id OPERATOR(pg_catalog.=) $1`
-	sqlLockTopic          = `SELECT true FROM kafgres.topic WHERE topic_id OPERATOR(pg_catalog.=) $1 FOR UPDATE`
-	sqlReadTopicConfigs   = `SELECT name, value FROM kafgres.topic_config WHERE topic_id OPERATOR(pg_catalog.=) $1 AND value IS NOT NULL`
-)
-
-// insertTopicConfigs stores a new topic's overrides inside tx. The values
-// should be the canonical ones validateTopicConfigs accepted (use
-// canonicalTopicConfigs); they are stored as given.
-func insertTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64, configs map[string]string) error {
-	if len(configs) == 0 {
-		return nil
-	}
-	names, values := configColumns(configs)
-	if _, err := tx.Exec(ctx, sqlInsertTopicConfigs, topicID, names, values); err != nil {
-		return fmt.Errorf("store configs of topic %d: %w", topicID, err)
-	}
-	return nil
-}
-
-// replaceTopicConfigs makes configs the topic's complete override set.
-func replaceTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64, configs map[string]string) error {
-	if _, err := tx.Exec(ctx, sqlDeleteTopicConfigs, topicID); err != nil {
-		return fmt.Errorf("clear configs of topic %d: %w", topicID, err)
-	}
-	return insertTopicConfigs(ctx, tx, topicID, configs)
-}
-
-// lockTopicConfigs locks the topic's row for the rest of tx (concurrent
-// alters of one topic apply one after the other) and reads its current
-// overrides. ok is false when the topic no longer exists.
-func lockTopicConfigs(ctx context.Context, tx pgx.Tx, topicID int64) (configs map[string]string, ok bool, err error) {
-	if err := tx.QueryRow(ctx, sqlLockTopic, topicID).Scan(&ok); err != nil {
-		if err == pgx.ErrNoRows {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("lock topic %d: %w", topicID, err)
-	}
-	rows, err := tx.Query(ctx, sqlReadTopicConfigs, topicID)
-	if err != nil {
-		return nil, false, fmt.Errorf("read configs of topic %d: %w", topicID, err)
-	}
-	configs, err = collectConfigRows(rows)
-	return configs, true, err
-}
-
-func collectConfigRows(rows pgx.Rows) (map[string]string, error) {
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var n, v string
-		if err := rows.Scan(&n, &v); err != nil {
-			return nil, fmt.Errorf("scan config row: %w", err)
-		}
-		out[n] = v
-	}
-	return out, rows.Err()
 }
 
 // describeTopicConfigs is DescribeConfigs' answer for t: every topic key
