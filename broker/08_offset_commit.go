@@ -29,6 +29,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 const maxOffsetMetadata = 4096 // offset.metadata.max.bytes
@@ -60,7 +62,7 @@ func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 
 	type slot struct{ topic, part int }
 	var (
-		offs  []committedOffset
+		offs  []metadata.CommittedOffset
 		slots []slot
 	)
 	for ti, rt := range req.Topics {
@@ -90,7 +92,7 @@ func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 				if req.Version >= 6 {
 					epoch = rp.LeaderEpoch
 				}
-				offs = append(offs, committedOffset{topicID: t.id, partition: rp.Partition, offset: rp.Offset, leaderEpoch: epoch, metadata: rp.Metadata})
+				offs = append(offs, metadata.CommittedOffset{TopicID: t.id, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: epoch, Metadata: rp.Metadata})
 				slots = append(slots, slot{ti, len(st.Partitions)})
 			}
 			sp.ErrorCode = errorCode(err)
@@ -98,7 +100,7 @@ func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if err := b.offsets.commit(ctx, req.Group, offs); err != nil {
+	if err := b.meta.CommitOffsets(ctx, req.Group, offs); err != nil {
 		b.log.Error("commit offsets", "group", req.Group, "err", err)
 		for _, s := range slots {
 			resp.Topics[s.topic].Partitions[s.part].ErrorCode = kerr.CoordinatorNotAvailable.Code // retriable

@@ -25,6 +25,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 // fetchedTopic is one topic of an OffsetFetch answer, version-neutral.
@@ -90,7 +92,7 @@ func handleOffsetFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offset
 // fetchGroupOffsets answers one group: the requested partitions, or (nil
 // topics) everything the group committed.
 func (b *Broker) fetchGroupOffsets(ctx context.Context, group string, topics []kmsg.OffsetFetchRequestGroupTopic, byID bool) ([]fetchedTopic, error) {
-	committed, err := b.offsets.fetch(ctx, group)
+	committed, err := b.meta.FetchOffsets(ctx, group)
 	if err != nil {
 		b.log.Error("fetch offsets", "group", group, "err", err)
 		return nil, kerr.CoordinatorNotAvailable
@@ -103,10 +105,10 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, group string, topics []k
 		if t == nil {
 			return sp
 		}
-		if o, ok := committed[topicPart{t.id, p}]; ok {
-			sp.Offset, sp.LeaderEpoch = o.offset, o.leaderEpoch
-			if o.metadata != nil {
-				sp.Metadata = o.metadata
+		if o, ok := committed[metadata.TopicPartition{TopicID: t.id, Partition: p}]; ok {
+			sp.Offset, sp.LeaderEpoch = o.Offset, o.LeaderEpoch
+			if o.Metadata != nil {
+				sp.Metadata = o.Metadata
 			}
 		}
 		return sp
@@ -120,8 +122,8 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, group string, topics []k
 		}
 		grouped := map[int64][]int32{}
 		for tp := range committed {
-			if byInternal[tp.topicID] != nil {
-				grouped[tp.topicID] = append(grouped[tp.topicID], tp.partition)
+			if byInternal[tp.TopicID] != nil {
+				grouped[tp.TopicID] = append(grouped[tp.TopicID], tp.Partition)
 			}
 		}
 		for id, parts := range grouped {

@@ -20,8 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-const sqlNextProducerID = `SELECT pg_catalog.nextval('kafgres.producer_id_seq')`
-
 func handleInitProducerID(ctx context.Context, b *Broker, _ *conn, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
@@ -29,8 +27,8 @@ func handleInitProducerID(ctx context.Context, b *Broker, _ *conn, req *kmsg.Ini
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil
 	}
-	var id int64
-	if err := b.pool.QueryRow(ctx, sqlNextProducerID).Scan(&id); err != nil {
+	id, err := b.meta.NextProducerID(ctx)
+	if err != nil {
 		b.log.Error("allocate producer id", "err", err)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code // retriable: Postgres may come back
 		return resp, nil

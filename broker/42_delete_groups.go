@@ -42,7 +42,7 @@ func handleDeleteGroups(ctx context.Context, b *Broker, _ *conn, req *kmsg.Delet
 func (b *Broker) deleteGroup(ctx context.Context, name string) error {
 	err := b.groups.deleteGroup(name)
 	if err == kerr.GroupIDNotFound {
-		has, herr := b.offsets.hasOffsets(ctx, name)
+		has, herr := b.meta.HasOffsets(ctx, name)
 		if herr != nil {
 			b.log.Error("delete group", "group", name, "err", herr)
 			return kerr.UnknownServerError
@@ -53,7 +53,7 @@ func (b *Broker) deleteGroup(ctx context.Context, name string) error {
 	} else if err != nil {
 		return err
 	}
-	if err := b.offsets.deleteGroup(ctx, name); err != nil {
+	if err := b.meta.DeleteGroupOffsets(ctx, name); err != nil {
 		b.log.Error("delete group", "group", name, "err", err)
 		return kerr.UnknownServerError
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 func handleOffsetDelete(ctx context.Context, b *Broker, _ *conn, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
@@ -24,7 +26,7 @@ func handleOffsetDelete(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp, nil
 	}
-	has, err := b.offsets.hasOffsets(ctx, req.Group)
+	has, err := b.meta.HasOffsets(ctx, req.Group)
 	if err != nil {
 		b.log.Error("offset delete", "group", req.Group, "err", err)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
@@ -34,7 +36,7 @@ func handleOffsetDelete(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
 		return resp, nil
 	}
-	var doomed []topicPart
+	var doomed []metadata.TopicPartition
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetDeleteResponseTopic()
 		st.Topic = rt.Topic
@@ -49,14 +51,14 @@ func handleOffsetDelete(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 			case subscribed:
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 			default:
-				doomed = append(doomed, topicPart{t.id, rp.Partition})
+				doomed = append(doomed, metadata.TopicPartition{TopicID: t.id, Partition: rp.Partition})
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	if len(doomed) > 0 {
-		if err := b.offsets.delete(ctx, req.Group, doomed); err != nil {
+		if err := b.meta.DeleteOffsets(ctx, req.Group, doomed); err != nil {
 			b.log.Error("offset delete", "group", req.Group, "err", err)
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		}

@@ -24,6 +24,8 @@ import (
 	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 func handleAlterClientQuotas(ctx context.Context, b *Broker, _ *conn, req *kmsg.AlterClientQuotasRequest) (kmsg.Response, error) {
@@ -62,7 +64,7 @@ func (b *Broker) alterQuotaEntry(ctx context.Context, e quotaEntity, ops []kmsg.
 	if err != nil {
 		return err
 	}
-	var changes []quotaOp
+	var changes []metadata.QuotaOp
 	for _, op := range ops {
 		if !slices.Contains(keys, op.Key) {
 			return apierr.New(kerr.InvalidRequest, "Invalid configuration key %s", op.Key)
@@ -70,10 +72,10 @@ func (b *Broker) alterQuotaEntry(ctx context.Context, e quotaEntity, ops []kmsg.
 		if !op.Remove && op.Value <= 0 {
 			return apierr.New(kerr.InvalidRequest, "Quota %s must be greater than 0", op.Key)
 		}
-		changes = append(changes, quotaOp{key: op.Key, value: op.Value, remove: op.Remove})
+		changes = append(changes, metadata.QuotaOp{Key: op.Key, Value: op.Value, Remove: op.Remove})
 	}
 	if validateOnly {
 		return nil
 	}
-	return b.alterQuotas(ctx, e, changes)
+	return b.meta.AlterQuotas(ctx, metadata.QuotaEntity(e), changes)
 }

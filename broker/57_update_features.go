@@ -48,7 +48,7 @@ func handleUpdateFeatures(ctx context.Context, b *Broker, _ *conn, req *kmsg.Upd
 		}
 	}
 	if failed == nil && !req.ValidateOnly {
-		failed = b.features.set(ctx, b.pool, updates)
+		failed = b.features.set(ctx, b.meta, updates)
 	}
 	if failed != nil {
 		code, msg := b.codeAndMessage("update features", failed)

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
@@ -30,11 +30,10 @@ type Broker struct {
 	log  *slog.Logger
 	apis apiTable
 
-	pool      *pgxpool.Pool
+	meta      metadataStore
 	clusterID string
 
 	catalog   *catalog
-	offsets   *offsetStore
 	groups    *groups
 	committer *committer
 	mirror    *mirror
@@ -60,6 +59,34 @@ type Broker struct {
 // New connects to Postgres (waiting for it and for CREATE EXTENSION kafgres),
 // recovers every partition's log and returns a broker ready to Serve.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
+	if err := cfg.validateDefaulted(); err != nil {
+		return nil, err
+	}
+	meta, err := metadata.Connect(ctx, cfg.DSN, SchemaVersion, log)
+	if err != nil {
+		return nil, err
+	}
+	b, err := open(ctx, cfg, meta, log)
+	if err != nil {
+		meta.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// validateDefaulted checks cfg as open will see it, before anything is
+// connected or created.
+func (c Config) validateDefaulted() error {
+	c.setDefaults()
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// open builds a broker on meta: recovers every partition's log and loads
+// what Postgres holds. The caller closes meta when open fails.
+func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger) (*Broker, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -84,17 +111,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		maxSize:               cfg.GroupMaxSize,
 	}, log.With("component", "groups"))
 
-	pool, err := connect(ctx, cfg.DSN, log)
-	if err != nil {
+	b.meta = meta
+	var err error
+	if b.clusterID, err = meta.ClusterID(ctx); err != nil {
 		return nil, err
 	}
-	b.pool = pool
-	if b.clusterID, err = loadClusterID(ctx, pool); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	b.offsets = &offsetStore{pool: pool}
-	b.mirror = newMirror(pool, cfg.MirrorInterval, log)
+	b.mirror = newMirror(meta, cfg.MirrorInterval, log)
 	b.committer = newCommitter(b.stop, b.mirror.mark)
 	b.catalog = newCatalog(b)
 	b.groups.topics = func() []topicMeta {
@@ -105,18 +127,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return out
 	}
 	if err := b.catalog.start(ctx); err != nil {
-		pool.Close()
 		return nil, err
 	}
-	if err := b.features.load(ctx, pool); err != nil {
-		pool.Close()
+	if err := b.features.load(ctx, meta); err != nil {
 		return nil, err
 	}
 	// Groups live in memory, but a group with committed offsets exists for
 	// Kafka tools across restarts (Empty until its members rejoin).
-	groups, err := b.offsets.groups(ctx)
+	groups, err := meta.OffsetGroups(ctx)
 	if err != nil {
-		pool.Close()
 		return nil, err
 	}
 	for _, g := range groups {
@@ -241,11 +260,11 @@ func transientAcceptError(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// Close flushes and closes every log and the Postgres pool.
+// Close flushes and closes every log and the metadata store.
 func (b *Broker) Close() error {
 	err := b.catalog.close()
 	b.mirror.flush(context.Background())
-	b.pool.Close()
+	b.meta.Close()
 	return err
 }
 
@@ -263,46 +282,4 @@ func (b *Broker) stop(err error) {
 func (b *Broker) WritePIDFile() error {
 	p := filepath.Join(b.cfg.DataDir, "broker.pid")
 	return os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o640)
-}
-
-// connect opens the metadata pool, retrying until Postgres answers and the
-// kafgres extension exists: under the supervisor the broker starts before
-// anyone has had a chance to run CREATE EXTENSION.
-func connect(ctx context.Context, dsn string, log *slog.Logger) (*pgxpool.Pool, error) {
-	pcfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err)
-	}
-	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
-		pcfg.ConnConfig.RuntimeParams["application_name"] = "kafgres"
-	}
-	pcfg.MaxConns = 8
-	logged := false
-	for {
-		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-		if err == nil {
-			var version string
-			err = pool.QueryRow(ctx, `SELECT coalesce((SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname OPERATOR(pg_catalog.=) 'kafgres'), '')`).Scan(&version)
-			if err == nil && version == SchemaVersion {
-				return pool, nil
-			}
-			pool.Close()
-			switch {
-			case err != nil:
-			case version == "":
-				err = errors.New("extension kafgres is not installed; run CREATE EXTENSION kafgres")
-			default:
-				err = fmt.Errorf("extension kafgres is at version %s, this broker needs %s; run ALTER EXTENSION kafgres UPDATE", version, SchemaVersion)
-			}
-		}
-		if !logged {
-			log.Warn("waiting for Postgres", "err", err)
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to Postgres: %w", ctx.Err())
-		case <-time.After(time.Second):
-		}
-	}
 }

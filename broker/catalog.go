@@ -2,16 +2,12 @@ package broker
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"io/fs"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafgres/kafgres/broker/apierr"
@@ -72,17 +68,6 @@ const (
 	missedNames        = 1024
 )
 
-const (
-	sqlBumpEpochs = `UPDATE kafgres.partition SET leader_epoch = leader_epoch OPERATOR(pg_catalog.+) 1`
-	sqlLoadTopics = `
-SELECT t.topic_id, t.name, t.topic_uuid, p.partition, p.leader_epoch
-FROM kafgres.topic t JOIN kafgres.partition p ON p.topic_id OPERATOR(pg_catalog.=) t.topic_id
-ORDER BY t.topic_id, p.partition`
-	sqlCreateTopic = `SELECT public.kafgres_create_topic($1, $2)`
-	sqlClusterID   = `SELECT system_identifier FROM pg_catalog.pg_control_system()`
-	notifyChannel  = "kafgres_topics"
-)
-
 func newCatalog(b *Broker) *catalog {
 	return &catalog{b: b, byName: map[string]*topic{}, byID: map[[16]byte]*topic{}}
 }
@@ -107,88 +92,10 @@ func (c *catalog) start(ctx context.Context) error {
 	if err := c.waitDataDir(ctx); err != nil {
 		return err
 	}
-	if _, err := c.b.pool.Exec(ctx, sqlBumpEpochs); err != nil {
-		return fmt.Errorf("bump leader epochs: %w", err)
+	if err := c.b.meta.BumpLeaderEpochs(ctx); err != nil {
+		return err
 	}
 	return c.reload(ctx)
-}
-
-// loadClusterID derives Kafka's 22-character cluster id from the Postgres
-// system identifier, so it is stable for the life of the cluster and needs
-// no table of its own.
-func loadClusterID(ctx context.Context, pool *pgxpool.Pool) (string, error) {
-	var sysid int64
-	if err := pool.QueryRow(ctx, sqlClusterID).Scan(&sysid); err != nil {
-		return "", fmt.Errorf("read system identifier: %w", err)
-	}
-	var raw [16]byte
-	binary.BigEndian.PutUint64(raw[:8], uint64(sysid))
-	copy(raw[8:], "kafgres\x00")
-	return base64.RawURLEncoding.EncodeToString(raw[:]), nil
-}
-
-type topicRow struct {
-	id      int64
-	name    string
-	uuid    [16]byte
-	epochs  []int32
-	configs map[string]string
-}
-
-// catalogRows is everything reload reads from Postgres.
-type catalogRows struct {
-	topics                    []topicRow
-	brokerNode, brokerCluster map[string]string
-}
-
-// loadAll reads topics with their configs and the dynamic broker configs.
-// They are separate statements: a config change between them is caught by
-// the NOTIFY it sends, which makes the catalog reload again.
-func (c *catalog) loadAll(ctx context.Context) (catalogRows, error) {
-	topics, err := c.load(ctx)
-	if err != nil {
-		return catalogRows{}, err
-	}
-	out := catalogRows{topics: topics}
-	configs, err := readTopicConfigs(ctx, c.b.pool)
-	if err != nil {
-		return catalogRows{}, err
-	}
-	for i := range out.topics {
-		out.topics[i].configs = configs[out.topics[i].id]
-	}
-	out.brokerNode, out.brokerCluster, err = readBrokerConfigs(ctx, c.b.pool, c.b.cfg.NodeID)
-	return out, err
-}
-
-func (c *catalog) load(ctx context.Context) ([]topicRow, error) {
-	rows, err := c.b.pool.Query(ctx, sqlLoadTopics)
-	if err != nil {
-		return nil, fmt.Errorf("load topics: %w", err)
-	}
-	defer rows.Close()
-	var out []topicRow
-	for rows.Next() {
-		var (
-			id    int64
-			name  string
-			uuid  [16]byte
-			p     int32
-			epoch int32
-		)
-		if err := rows.Scan(&id, &name, &uuid, &p, &epoch); err != nil {
-			return nil, fmt.Errorf("scan topic row: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].id != id {
-			out = append(out, topicRow{id: id, name: name, uuid: uuid})
-		}
-		last := &out[len(out)-1]
-		if int(p) != len(last.epochs) {
-			return nil, fmt.Errorf("topic %q: partition %d missing", name, len(last.epochs))
-		}
-		last.epochs = append(last.epochs, epoch)
-	}
-	return out, rows.Err()
 }
 
 // reload makes the cache match Postgres. Dropped topics (including a name
@@ -197,15 +104,15 @@ func (c *catalog) load(ctx context.Context) ([]topicRow, error) {
 func (c *catalog) reload(ctx context.Context) error {
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
-	all, err := c.loadAll(ctx)
+	all, err := c.b.meta.LoadCatalog(ctx, c.b.cfg.NodeID)
 	if err != nil {
 		return err
 	}
-	rows := all.topics
-	brokers := newBrokerConfigs(c.b.cfg, all.brokerNode, all.brokerCluster)
+	rows := all.Topics
+	brokers := newBrokerConfigs(c.b.cfg, all.BrokerNode, all.BrokerCluster)
 	ids := make(map[string]int64, len(rows))
 	for _, r := range rows {
-		ids[r.name] = r.id
+		ids[r.Name] = r.ID
 	}
 
 	c.mu.Lock()
@@ -234,10 +141,10 @@ func (c *catalog) reload(ctx context.Context) error {
 	var errs []error
 	next := make([]*topic, 0, len(rows))
 	for _, r := range rows {
-		t := &topic{id: r.id, name: r.name, uuid: r.uuid, configs: r.configs}
-		settings := brokers.TopicSettings(r.configs)
+		t := &topic{id: r.ID, name: r.Name, uuid: r.UUID, configs: r.Configs}
+		settings := brokers.TopicSettings(r.Configs)
 		t.settings = &settings
-		old := current[r.name]
+		old := current[r.Name]
 		if old != nil {
 			t.parts = append(t.parts, old.parts...)
 		}
@@ -245,9 +152,9 @@ func (c *catalog) reload(ctx context.Context) error {
 			opened []*partition
 			err    error
 		)
-		for i := len(t.parts); i < len(r.epochs) && err == nil; i++ {
+		for i := len(t.parts); i < len(r.Epochs) && err == nil; i++ {
 			var p *partition
-			if p, err = c.openPartition(ctx, t, int32(i), r.epochs[i]); err == nil {
+			if p, err = c.openPartition(ctx, t, int32(i), r.Epochs[i]); err == nil {
 				opened = append(opened, p)
 				t.parts = append(t.parts, p)
 			}
@@ -410,41 +317,7 @@ func (c *catalog) create(ctx context.Context, name string, partitions int32) (*t
 // listen reloads the catalog whenever Postgres says topics changed, and
 // after every reconnect (a notification may have been missed meanwhile).
 func (c *catalog) listen(ctx context.Context) {
-	for ctx.Err() == nil {
-		err := c.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		c.b.log.Warn("topic notifications interrupted", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (c *catalog) listenOnce(ctx context.Context) error {
-	pc, err := c.b.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire listen connection: %w", err)
-	}
-	// The connection carries LISTEN state; never hand it back to the pool.
-	conn := pc.Hijack()
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	if err := c.reload(ctx); err != nil {
-		return err
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return fmt.Errorf("wait for notification: %w", err)
-		}
-		if err := c.reload(ctx); err != nil {
-			c.b.log.Error("reload topics", "err", err)
-		}
-	}
+	c.b.meta.WatchCatalog(ctx, c.reload)
 }
 
 // close closes every partition log.

@@ -4,17 +4,18 @@ package broker
 // changed in one transaction that locks what it reads (the topic's row, or
 // kafgres.broker_config), computes the new complete config set from the
 // current one, validates it (kconfig) and replaces the stored set
-// (config_store.go). validateOnly runs the same transaction and rolls it
-// back.
+// (metadata's AlterTopicConfigs / AlterBrokerConfigs). validateOnly runs
+// the same transaction and rolls it back.
 
 import (
 	"context"
 	"errors"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/kafgres/kafgres/broker/kconfig"
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 // errServer stands for a failure of ours (Postgres unreachable, ...):
@@ -34,24 +35,20 @@ func (b *Broker) alterTopic(ctx context.Context, name string, validateOnly bool,
 		return missing
 	}
 	bc := b.brokerConfigs()
-	err := b.withTx(ctx, !validateOnly, func(tx pgx.Tx) error {
-		current, ok, err := lockTopicConfigs(ctx, tx, t.id)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return missing
-		}
+	err := b.meta.AlterTopicConfigs(ctx, t.id, !validateOnly, func(current map[string]string) (map[string]string, error) {
 		proposed, cerr := next(bc, current)
 		if cerr != nil {
-			return cerr
+			return nil, cerr
 		}
 		canonical, cerr := bc.CheckTopicConfigs(proposed)
 		if cerr != nil {
-			return cerr
+			return nil, cerr
 		}
-		return replaceTopicConfigs(ctx, tx, t.id, canonical)
+		return canonical, nil
 	})
+	if errors.Is(err, metadata.ErrUnknownTopic) {
+		return missing
+	}
 	return b.alterError("topic", name, err)
 }
 
@@ -75,28 +72,17 @@ func (b *Broker) alterBroker(ctx context.Context, name string, validateOnly bool
 	if cerr != nil {
 		return cerr
 	}
-	err := b.withTx(ctx, !validateOnly, func(tx pgx.Tx) error {
-		if err := lockBrokerConfigs(ctx, tx); err != nil {
-			return err
-		}
-		node, clusterConfigs, err := readBrokerConfigs(ctx, tx, b.cfg.NodeID)
-		if err != nil {
-			return err
-		}
+	err := b.meta.AlterBrokerConfigs(ctx, b.cfg.NodeID, cluster, !validateOnly, func(node, clusterConfigs map[string]string) (map[string]string, error) {
 		bc := newBrokerConfigs(b.cfg, node, clusterConfigs)
 		a, cerr := build(bc, cluster)
 		if cerr != nil {
-			return cerr
+			return nil, cerr
 		}
 		configs, cerr := bc.CheckBrokerAlter(a)
 		if cerr != nil {
-			return cerr
+			return nil, cerr
 		}
-		var nodeID *int32
-		if !cluster {
-			nodeID = &b.cfg.NodeID
-		}
-		return replaceBrokerConfigs(ctx, tx, nodeID, configs)
+		return configs, nil
 	})
 	return b.alterError("broker", name, err)
 }

@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 // dirMarker is the content of a partition directory's marker: the catalog
@@ -140,38 +142,32 @@ const (
 // claim is the verdict on dir, the directory of partition index of the
 // topic named as want, the catalog's topic of that name (nil if none; its
 // epochs count its partitions). m and marked are the directory's marker.
-func claim(dir string, want *topicRow, index int, m dirMarker, marked bool) (dirVerdict, string) {
+func claim(dir string, want *metadata.Topic, index int, m dirMarker, marked bool) (dirVerdict, string) {
 	switch {
-	case marked && want != nil && m.topicID == want.id && m.uuid == want.uuid:
-		if index < len(want.epochs) {
+	case marked && want != nil && m.topicID == want.ID && m.uuid == want.UUID:
+		if index < len(want.Epochs) {
 			return dirKeep, ""
 		}
 		return dirConflict, fmt.Sprintf("%s is partition %d of topic %q, %s, which has only %d partitions in the catalog",
-			dir, index, want.name, m, len(want.epochs))
+			dir, index, want.Name, m, len(want.Epochs))
 	case marked:
 		return dirCheckDropped, ""
 	case want == nil:
 		return dirLeave, ""
 	}
-	if u, ok := legacyTopicUUID(dir); ok && u == want.uuid {
-		if index < len(want.epochs) {
+	if u, ok := legacyTopicUUID(dir); ok && u == want.UUID {
+		if index < len(want.Epochs) {
 			return dirAdopt, ""
 		}
 		return dirConflict, fmt.Sprintf("%s is partition %d of topic %q (uuid %s), which has only %d partitions in the catalog",
-			dir, index, want.name, hex.EncodeToString(want.uuid[:]), len(want.epochs))
+			dir, index, want.Name, hex.EncodeToString(want.UUID[:]), len(want.Epochs))
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
 		return dirRemove, "" // nothing to lose
 	}
 	return dirConflict, fmt.Sprintf("%s has no kafgres marker (%s) and is not a log of topic %q (uuid %s), which needs that name",
-		dir, segment.MarkerFile, want.name, hex.EncodeToString(want.uuid[:]))
+		dir, segment.MarkerFile, want.Name, hex.EncodeToString(want.UUID[:]))
 }
-
-const sqlDroppedTopics = `
-SELECT topic_id, topic_uuid FROM kafgres.dropped_topic
-WHERE topic_id OPERATOR(pg_catalog.=) ANY ($1::bigint[])`
-
-const sqlTopicIDSequence = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM kafgres.topic_id_seq`
 
 // dropped reports which of the markers kafgres.dropped_topic lists.
 func (c *catalog) dropped(ctx context.Context, ms []dirMarker) (map[dirMarker]bool, error) {
@@ -179,20 +175,15 @@ func (c *catalog) dropped(ctx context.Context, ms []dirMarker) (map[dirMarker]bo
 	for i, m := range ms {
 		ids[i] = m.topicID
 	}
-	rows, err := c.b.pool.Query(ctx, sqlDroppedTopics, ids)
+	rows, err := c.b.meta.DroppedTopics(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("read dropped topics: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	out := map[dirMarker]bool{}
-	for rows.Next() {
-		var m dirMarker
-		if err := rows.Scan(&m.topicID, &m.uuid); err != nil {
-			return nil, fmt.Errorf("scan dropped topic: %w", err)
-		}
-		out[m] = true
+	for _, d := range rows {
+		out[dirMarker{topicID: d.ID, uuid: d.UUID}] = true
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // dataDirError is the refusal to start: what does not match and how to
@@ -227,13 +218,14 @@ var (
 // directories that are not kafgres's, and returns a *dataDirError, having
 // changed nothing, when the log is ahead of the catalog.
 func (c *catalog) checkDataDir(ctx context.Context) error {
-	rows, err := c.load(ctx)
+	all, err := c.b.meta.LoadCatalog(ctx, c.b.cfg.NodeID)
 	if err != nil {
 		return err
 	}
-	byName := make(map[string]*topicRow, len(rows))
+	rows := all.Topics
+	byName := make(map[string]*metadata.Topic, len(rows))
 	for i := range rows {
-		byName[rows[i].name] = &rows[i]
+		byName[rows[i].Name] = &rows[i]
 	}
 	root := c.b.cfg.DataDir
 	entries, err := os.ReadDir(root)
@@ -282,7 +274,7 @@ func (c *catalog) checkDataDir(ctx context.Context) error {
 		switch verdict {
 		case dirAdopt:
 			adopt = append(adopt, dir)
-			adoptMarkers[dir] = dirMarker{topicID: want.id, uuid: want.uuid}
+			adoptMarkers[dir] = dirMarker{topicID: want.ID, uuid: want.UUID}
 		case dirRemove:
 			remove = append(remove, dir)
 		case dirLeave:
@@ -308,9 +300,9 @@ func (c *catalog) checkDataDir(ctx context.Context) error {
 		}
 	}
 	if len(problems) > 0 {
-		var seq int64
-		if err := c.b.pool.QueryRow(ctx, sqlTopicIDSequence).Scan(&seq); err != nil {
-			return fmt.Errorf("read topic id sequence: %w", err)
+		seq, err := c.b.meta.TopicIDSequence(ctx)
+		if err != nil {
+			return err
 		}
 		return &dataDirError{dir: root, problems: problems, sequence: seq}
 	}
@@ -384,7 +376,7 @@ func (c *catalog) preparePartitionDir(ctx context.Context, t *topic, index int32
 	if err != nil {
 		return err
 	}
-	want := &topicRow{id: t.id, name: t.name, uuid: t.uuid, epochs: make([]int32, index+1)}
+	want := &metadata.Topic{ID: t.id, Name: t.name, UUID: t.uuid, Epochs: make([]int32, index+1)}
 	verdict, why := claim(dir, want, int(index), m, marked)
 	switch verdict {
 	case dirKeep:

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 func TestDirMarkerRoundTrip(t *testing.T) {
@@ -24,7 +26,7 @@ func TestDirMarkerRoundTrip(t *testing.T) {
 // claim decides what happens to each directory of the data directory.
 func TestClaim(t *testing.T) {
 	root := t.TempDir()
-	want := &topicRow{id: 7, name: "t", uuid: [16]byte{7}, epochs: make([]int32, 2)}
+	want := &metadata.Topic{ID: 7, Name: "t", UUID: [16]byte{7}, Epochs: make([]int32, 2)}
 	mine := dirMarker{topicID: 7, uuid: [16]byte{7}}
 	other := dirMarker{topicID: 9, uuid: [16]byte{9}}
 	mkdir := func(name string, files map[string]string) string {
@@ -39,13 +41,13 @@ func TestClaim(t *testing.T) {
 		}
 		return d
 	}
-	legacy := mkdir("legacy", map[string]string{"partition.metadata": "version: 0\ntopic_id: " + hex.EncodeToString(want.uuid[:]) + "\n", "00000000000000000000.log": "x"})
+	legacy := mkdir("legacy", map[string]string{"partition.metadata": "version: 0\ntopic_id: " + hex.EncodeToString(want.UUID[:]) + "\n", "00000000000000000000.log": "x"})
 	stranger := mkdir("stranger", map[string]string{"partition.metadata": "version: 0\ntopic_id: " + hex.EncodeToString(other.uuid[:]) + "\n"})
 	empty := mkdir("empty", nil)
 	for _, tc := range []struct {
 		name   string
 		dir    string
-		want   *topicRow
+		want   *metadata.Topic
 		index  int
 		m      dirMarker
 		marked bool

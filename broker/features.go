@@ -2,11 +2,8 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"sync"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // feature is one feature flag kafgres supports, with the levels it can be
@@ -44,35 +41,23 @@ type featureLevels struct {
 	epoch  int64 // FinalizedFeaturesEpoch: bumped by every change
 }
 
-const (
-	sqlLoadFeatures  = `SELECT name, level FROM kafgres.feature`
-	sqlUpsertFeature = `INSERT INTO kafgres.feature (name, level) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET level = excluded.level`
-)
-
-func (fl *featureLevels) load(ctx context.Context, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
+// load reads the stored levels; a feature not stored is at its default,
+// and a stored one this broker does not know is ignored.
+func (fl *featureLevels) load(ctx context.Context, store interface {
+	LoadFeatures(context.Context) (map[string]int16, error)
 }) error {
+	stored, err := store.LoadFeatures(ctx)
+	if err != nil {
+		return err
+	}
 	levels := map[string]int16{}
 	for _, f := range supportedFeatures {
 		levels[f.name] = f.dflt
 	}
-	rows, err := q.Query(ctx, sqlLoadFeatures)
-	if err != nil {
-		return fmt.Errorf("load features: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		var level int16
-		if err := rows.Scan(&name, &level); err != nil {
-			return fmt.Errorf("scan feature: %w", err)
-		}
+	for name, level := range stored {
 		if _, ok := lookupFeature(name); ok {
 			levels[name] = level
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load features: %w", err)
 	}
 	fl.mu.Lock()
 	fl.levels, fl.epoch = levels, 1
@@ -105,19 +90,11 @@ func (fl *featureLevels) finalized() ([]string, map[string]int16, int64) {
 }
 
 // set stores new levels in one transaction and then publishes them.
-func (fl *featureLevels) set(ctx context.Context, db interface {
-	Begin(context.Context) (pgx.Tx, error)
+func (fl *featureLevels) set(ctx context.Context, store interface {
+	StoreFeatures(context.Context, map[string]int16) error
 }, updates map[string]int16) error {
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		for name, level := range updates {
-			if _, err := tx.Exec(ctx, sqlUpsertFeature, name, level); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("store features: %w", err)
+	if err := store.StoreFeatures(ctx, updates); err != nil {
+		return err
 	}
 	fl.mu.Lock()
 	for name, level := range updates {

@@ -2,13 +2,11 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 // mirror copies log start and end offsets of partitions that changed into
@@ -16,7 +14,7 @@ import (
 // off the produce path: asynchronous commit, one statement per interval for
 // every changed partition, and a Postgres outage only delays it.
 type mirror struct {
-	pool     *pgxpool.Pool
+	store    mirrorStore
 	interval time.Duration
 	log      *slog.Logger
 
@@ -33,35 +31,22 @@ type mirror struct {
 	// sleeps instead of polling (a ticker every interval cost ~900
 	// context switches a second doing nothing).
 	kick chan struct{}
-
-	conn *pgx.Conn // dedicated, so its session keeps synchronous_commit=off
 }
 
-const sqlDelivered = `UPDATE kafgres.delivery SET applied_lsn = $1::text::pg_lsn WHERE applied_lsn OPERATOR(pg_catalog.<) $1::text::pg_lsn`
-
-const sqlMirror = `
-UPDATE kafgres.partition p
-SET high_watermark = u.hw, log_start_offset = u.ls
-FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::int[]), pg_catalog.unnest($3::bigint[]),
-               pg_catalog.unnest($4::bigint[])) AS u(topic_id, part, hw, ls)
-WHERE p.topic_id OPERATOR(pg_catalog.=) u.topic_id AND p.partition OPERATOR(pg_catalog.=) u.part
-  AND (p.high_watermark OPERATOR(pg_catalog.<>) u.hw OR p.log_start_offset OPERATOR(pg_catalog.<>) u.ls)`
-
-// Every mirror write is a transaction the walsender decodes (and, for
-// kafgres.delivery, one that moves the WAL the next keepalive reports, which
-// would be mirrored again). While changes keep coming, each kind is
-// therefore written at most once per gap: at once after a quiet spell, so a
-// lone transaction is visible within one interval, and then no more often
-// than the gap. A delivery position moved only by keepalives (no records)
-// waits longer.
 const (
 	mirrorGap         = 50 * time.Millisecond
 	mirrorProgressGap = 100 * time.Millisecond
 	mirrorRetry       = 100 * time.Millisecond // after a failed write
 )
 
-func newMirror(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger) *mirror {
-	return &mirror{pool: pool, interval: interval, log: log, dirty: map[*partition]struct{}{}, kick: make(chan struct{}, 1)}
+// mirrorStore is where the mirror writes.
+type mirrorStore interface {
+	MirrorDelivered(ctx context.Context, lsn uint64) error
+	MirrorLogEnds(ctx context.Context, ends []metadata.LogEnd) error
+}
+
+func newMirror(store mirrorStore, interval time.Duration, log *slog.Logger) *mirror {
+	return &mirror{store: store, interval: interval, log: log, dirty: map[*partition]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
 func (m *mirror) wake() {
@@ -145,7 +130,7 @@ func (m *mirror) flush(ctx context.Context) time.Duration {
 	}
 	if writeDelivery {
 		m.lastDelivery = now
-		if err := m.exec(ctx, sqlDelivered, lsnText(lsn)); err != nil {
+		if err := m.store.MirrorDelivered(ctx, lsn); err != nil {
 			m.log.Warn("mirror delivered LSN into Postgres", "err", err)
 			m.mu.Lock()
 			m.records = m.records || records
@@ -162,16 +147,12 @@ func (m *mirror) flush(ctx context.Context) time.Duration {
 	}
 	if len(dirty) > 0 {
 		m.lastOffsets = now
-		var ids []int64
-		var parts []int32
-		var hws, starts []int64
+		ends := make([]metadata.LogEnd, 0, len(dirty))
 		for p := range dirty {
-			ids = append(ids, p.topic.id)
-			parts = append(parts, p.index)
-			hws = append(hws, p.highWatermark())
-			starts = append(starts, p.log.LogStartOffset())
+			ends = append(ends, metadata.LogEnd{TopicID: p.topic.id, Partition: p.index,
+				HighWatermark: p.highWatermark(), LogStartOffset: p.log.LogStartOffset()})
 		}
-		if err := m.exec(ctx, sqlMirror, ids, parts, hws, starts); err != nil {
+		if err := m.store.MirrorLogEnds(ctx, ends); err != nil {
 			m.log.Warn("mirror log offsets into Postgres", "err", err)
 			m.mu.Lock()
 			for p := range dirty {
@@ -183,27 +164,4 @@ func (m *mirror) flush(ctx context.Context) time.Duration {
 	}
 	// What changed while this pass wrote is caught by the kick it sent.
 	return next
-}
-
-// lsnText formats an LSN the way pg_lsn reads it.
-func lsnText(lsn uint64) string { return fmt.Sprintf("%X/%X", lsn>>32, uint32(lsn)) }
-
-func (m *mirror) exec(ctx context.Context, sql string, args ...any) error {
-	if m.conn == nil || m.conn.IsClosed() {
-		c, err := pgx.ConnectConfig(ctx, m.pool.Config().ConnConfig.Copy())
-		if err != nil {
-			return fmt.Errorf("connect: %w", err)
-		}
-		if _, err := c.Exec(ctx, "SET synchronous_commit = off"); err != nil {
-			c.Close(ctx)
-			return fmt.Errorf("set synchronous_commit: %w", err)
-		}
-		m.conn = c
-	}
-	if _, err := m.conn.Exec(ctx, sql, args...); err != nil {
-		m.conn.Close(ctx)
-		m.conn = nil
-		return err
-	}
-	return nil
 }

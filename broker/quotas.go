@@ -3,13 +3,11 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -86,67 +84,25 @@ type quotaRow struct {
 	values map[string]float64
 }
 
-const (
-	sqlLoadQuotas  = `SELECT entity, key, value FROM kafgres.client_quota`
-	sqlSetQuota    = `INSERT INTO kafgres.client_quota (entity, key, value) VALUES ($1::jsonb, $2, $3) ON CONFLICT (entity, key) DO UPDATE SET value = excluded.value`
-	sqlDeleteQuota = `DELETE FROM kafgres.client_quota WHERE entity OPERATOR(pg_catalog.=) $1::jsonb AND key OPERATOR(pg_catalog.=) $2`
-)
-
 // loadQuotas reads every stored quota, grouped by entity and sorted by it.
 func (b *Broker) loadQuotas(ctx context.Context) ([]quotaRow, error) {
-	rows, err := b.pool.Query(ctx, sqlLoadQuotas)
+	stored, err := b.meta.LoadQuotas(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load quotas: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	byKey := map[string]*quotaRow{}
-	for rows.Next() {
-		var (
-			e     quotaEntity
-			key   string
-			value float64
-		)
-		if err := rows.Scan(&e, &key, &value); err != nil {
-			return nil, fmt.Errorf("scan quota: %w", err)
-		}
+	for _, q := range stored {
+		e := quotaEntity(q.Entity)
 		r := byKey[e.key()]
 		if r == nil {
 			r = &quotaRow{entity: e, values: map[string]float64{}}
 			byKey[e.key()] = r
 		}
-		r.values[key] = value
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load quotas: %w", err)
+		r.values[q.Key] = q.Value
 	}
 	out := make([]quotaRow, 0, len(byKey))
 	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		out = append(out, *byKey[k])
 	}
 	return out, nil
-}
-
-// quotaOp is one change: set key to value, or remove it.
-type quotaOp struct {
-	key    string
-	value  float64
-	remove bool
-}
-
-// alterQuotas applies ops to one entity in one transaction.
-func (b *Broker) alterQuotas(ctx context.Context, e quotaEntity, ops []quotaOp) error {
-	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		for _, op := range ops {
-			var err error
-			if op.remove {
-				_, err = tx.Exec(ctx, sqlDeleteQuota, e.key(), op.key)
-			} else {
-				_, err = tx.Exec(ctx, sqlSetQuota, e.key(), op.key, op.value)
-			}
-			if err != nil {
-				return fmt.Errorf("store quota %s for %s: %w", op.key, e, err)
-			}
-		}
-		return nil
-	})
 }

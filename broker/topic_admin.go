@@ -3,13 +3,12 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/metadata"
 )
 
 // codeAndMessage splits err into what a response carries. Anything that
@@ -121,26 +120,14 @@ func checkReplicationFactor(rf int16) error {
 	}
 }
 
-const (
-	sqlCreatePartitions = `SELECT public.kafgres_create_partitions($1, $2)`
-	sqlDropTopic        = `SELECT public.kafgres_drop_topic($1)`
-)
-
 // createTopic creates a topic with its config overrides in one transaction
 // and reloads, so the topic is served when the caller answers.
 func (c *catalog) createTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (*topic, error) {
-	err := pgx.BeginFunc(ctx, c.b.pool, func(tx pgx.Tx) error {
-		var id int64
-		if err := tx.QueryRow(ctx, sqlCreateTopic, name, partitions).Scan(&id); err != nil {
-			return err
-		}
-		return insertTopicConfigs(ctx, tx, id, configs)
-	})
-	if err != nil {
-		if pgCode(err) == "42710" { // duplicate_object: created concurrently
+	if err := c.b.meta.CreateTopic(ctx, name, partitions, configs); err != nil {
+		if errors.Is(err, metadata.ErrTopicExists) {
 			return nil, apierr.New(kerr.TopicAlreadyExists, "Topic '%s' already exists.", name)
 		}
-		return nil, fmt.Errorf("create topic %q: %w", name, err)
+		return nil, err
 	}
 	if err := c.reload(ctx); err != nil {
 		return nil, err
@@ -151,36 +138,27 @@ func (c *catalog) createTopic(ctx context.Context, name string, partitions int32
 // dropTopic deletes a topic in Postgres; the reload closes its partitions
 // and removes its log.
 func (c *catalog) dropTopic(ctx context.Context, name string) error {
-	if _, err := c.b.pool.Exec(ctx, sqlDropTopic, name); err != nil {
-		if pgCode(err) == "42704" { // undefined_object: dropped concurrently
+	if err := c.b.meta.DropTopic(ctx, name); err != nil {
+		if errors.Is(err, metadata.ErrUnknownTopic) {
 			return kerr.UnknownTopicOrPartition
 		}
-		return fmt.Errorf("drop topic %q: %w", name, err)
+		return err
 	}
 	return c.reload(ctx)
 }
 
 // createPartitions grows a topic to count partitions.
 func (c *catalog) createPartitions(ctx context.Context, name string, count int32) error {
-	if _, err := c.b.pool.Exec(ctx, sqlCreatePartitions, name, count); err != nil {
-		switch pgCode(err) {
-		case "42704":
+	if err := c.b.meta.CreatePartitions(ctx, name, count); err != nil {
+		switch {
+		case errors.Is(err, metadata.ErrUnknownTopic):
 			return kerr.UnknownTopicOrPartition
-		case "22023": // grown concurrently past count
+		case errors.Is(err, metadata.ErrPartitionsChanged):
 			return apierr.New(kerr.InvalidPartitions, "Topic %s partition count changed concurrently.", name)
 		}
-		return fmt.Errorf("create partitions of %q: %w", name, err)
+		return err
 	}
 	return c.reload(ctx)
-}
-
-// pgCode is the SQLSTATE of a Postgres error, or "".
-func pgCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
 }
 
 // partition returns partition i of t, or nil when t is nil (an unknown

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
 	"github.com/kafgres/kafgres/tests/harness"
 )
 
@@ -161,7 +163,7 @@ func readSlot(t *testing.T, conn *pgx.Conn) slotState {
 		s.activePID = *pid
 	}
 	if lsn != nil {
-		if s.confirmedFlush, err = ParseLSN(*lsn); err != nil {
+		if s.confirmedFlush, err = pglogrepl.ParseLSN(*lsn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -276,7 +278,7 @@ func TestDecoderIntegration(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&afterPlain); err != nil {
 		t.Fatal(err)
 	}
-	plainEnd, err := ParseLSN(afterPlain)
+	plainEnd, err := pglogrepl.ParseLSN(afterPlain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,9 @@ package decoder
 import (
 	"encoding/binary"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/jackc/pglogrepl"
 )
 
 // FrameVersion is the only frame format version this package reads
@@ -33,30 +33,9 @@ const (
 // headerLen is version, kind, commit_end_lsn and xid.
 const headerLen = 1 + 1 + 8 + 4
 
-// LSN is a position in the WAL.
-type LSN uint64
-
-// String formats the LSN the way Postgres does, e.g. 0/16B3748.
-func (l LSN) String() string {
-	return fmt.Sprintf("%X/%X", uint64(l)>>32, uint32(l))
-}
-
-// ParseLSN reads the text form of a pg_lsn, e.g. 0/16B3748.
-func ParseLSN(s string) (LSN, error) {
-	hi, lo, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, fmt.Errorf("parse LSN %q: no slash", s)
-	}
-	h, err := strconv.ParseUint(hi, 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("parse LSN %q: %w", s, err)
-	}
-	l, err := strconv.ParseUint(lo, 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("parse LSN %q: %w", s, err)
-	}
-	return LSN(h<<32 | l), nil
-}
+// LSN is a position in the WAL: pglogrepl's, so that positions pass
+// between the decoder and the replication protocol without conversion.
+type LSN = pglogrepl.LSN
 
 // Item is one entry of a transaction, its kind decided once, here:
 // *Produced, *SnapshotRow or *Unreadable for a kafgres message, *Change or

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -44,7 +45,7 @@ func (e PGEpochs) Load(ctx context.Context, topicID int64) ([]Epoch, error) {
 		if err := row.Scan(&from, &ep.Partitions); err != nil {
 			return ep, err
 		}
-		lsn, err := decoder.ParseLSN(from)
+		lsn, err := pglogrepl.ParseLSN(from)
 		ep.From = uint64(lsn)
 		return ep, err
 	})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -188,14 +189,14 @@ func TestSecurityForgedProduceMessages(t *testing.T) {
 	// compared as positions: how an LSN is spelled varies between versions
 	loggedAt := map[decoder.LSN]int{}
 	for _, m := range regexp.MustCompile(`unauthenticated kafgres message at ([0-9A-F]+/[0-9A-F]+)`).FindAllStringSubmatch(string(logged), -1) {
-		l, err := decoder.ParseLSN(m[1])
+		l, err := pglogrepl.ParseLSN(m[1])
 		if err != nil {
 			t.Fatal(err)
 		}
 		loggedAt[l]++
 	}
 	for _, lsn := range lsns {
-		l, err := decoder.ParseLSN(lsn)
+		l, err := pglogrepl.ParseLSN(lsn)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,35 +1,27 @@
-package broker
+package metadata
 
 import (
 	"context"
 	"fmt"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// offsetStore keeps committed consumer offsets in kafgres.consumer_offset.
-// Commits are written synchronously (an acknowledged commit survives a
-// crash of the broker or of Postgres), in one statement per request; reads
-// go to Postgres too, since consumers fetch offsets only when they start or
-// rebalance. Keeping them in a table is what makes lag queryable in SQL
-// (kafgres.consumer_lag).
-type offsetStore struct {
-	pool *pgxpool.Pool
+// CommittedOffset is a row of kafgres.consumer_offset.
+type CommittedOffset struct {
+	TopicID     int64
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    *string
 }
 
-// committedOffset is one partition's commit.
-type committedOffset struct {
-	topicID     int64
-	partition   int32
-	offset      int64
-	leaderEpoch int32
-	metadata    *string
+// TopicPartition names a partition by its topic's id.
+type TopicPartition struct {
+	TopicID   int64
+	Partition int32
 }
 
-// Group ids and commit metadata are whatever bytes the client sent: a NUL
-// byte or invalid UTF-8 is legal in a Kafka string but not in a Postgres
-// text value, so both columns are bytea and every statement passes them as
-// []byte. kafgres.consumer_lag shows group ids as text where they are.
+// Group ids are stored as bytea: Kafka allows any string, including NUL,
+// which text cannot hold.
 const (
 	sqlCommitOffsets = `
 INSERT INTO kafgres.consumer_offset AS o (group_id, topic_id, partition, committed_offset, leader_epoch, metadata, commit_time)
@@ -52,8 +44,8 @@ WHERE o.group_id OPERATOR(pg_catalog.=) $1::bytea AND o.topic_id OPERATOR(pg_cat
 	sqlOffsetGroups    = `SELECT DISTINCT group_id FROM kafgres.consumer_offset`
 )
 
-// groups lists every group with committed offsets.
-func (s *offsetStore) groups(ctx context.Context) ([]string, error) {
+// OffsetGroups lists the groups that have committed offsets.
+func (s *Postgres) OffsetGroups(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, sqlOffsetGroups)
 	if err != nil {
 		return nil, fmt.Errorf("list groups with offsets: %w", err)
@@ -70,7 +62,8 @@ func (s *offsetStore) groups(ctx context.Context) ([]string, error) {
 	return out, rows.Err()
 }
 
-func (s *offsetStore) commit(ctx context.Context, group string, offs []committedOffset) error {
+// CommitOffsets stores offs for group in one statement: all or none.
+func (s *Postgres) CommitOffsets(ctx context.Context, group string, offs []CommittedOffset) error {
 	if len(offs) == 0 {
 		return nil
 	}
@@ -82,9 +75,9 @@ func (s *offsetStore) commit(ctx context.Context, group string, offs []committed
 		metas  = make([][]byte, len(offs)) // nil: NULL metadata
 	)
 	for i, o := range offs {
-		ids[i], parts[i], values[i], epochs[i] = o.topicID, o.partition, o.offset, o.leaderEpoch
-		if o.metadata != nil {
-			metas[i] = append([]byte{}, *o.metadata...)
+		ids[i], parts[i], values[i], epochs[i] = o.TopicID, o.Partition, o.Offset, o.LeaderEpoch
+		if o.Metadata != nil {
+			metas[i] = append([]byte{}, *o.Metadata...)
 		}
 	}
 	if _, err := s.pool.Exec(ctx, sqlCommitOffsets, []byte(group), ids, parts, values, epochs, metas); err != nil {
@@ -93,50 +86,45 @@ func (s *offsetStore) commit(ctx context.Context, group string, offs []committed
 	return nil
 }
 
-type topicPart struct {
-	topicID   int64
-	partition int32
-}
-
-// fetch returns every committed offset of group.
-func (s *offsetStore) fetch(ctx context.Context, group string) (map[topicPart]committedOffset, error) {
+// FetchOffsets returns every offset group committed.
+func (s *Postgres) FetchOffsets(ctx context.Context, group string) (map[TopicPartition]CommittedOffset, error) {
 	rows, err := s.pool.Query(ctx, sqlFetchOffsets, []byte(group))
 	if err != nil {
 		return nil, fmt.Errorf("fetch offsets of group %q: %w", group, err)
 	}
 	defer rows.Close()
-	out := map[topicPart]committedOffset{}
+	out := map[TopicPartition]CommittedOffset{}
 	for rows.Next() {
 		var (
-			o    committedOffset
+			o    CommittedOffset
 			meta []byte
 		)
-		if err := rows.Scan(&o.topicID, &o.partition, &o.offset, &o.leaderEpoch, &meta); err != nil {
+		if err := rows.Scan(&o.TopicID, &o.Partition, &o.Offset, &o.LeaderEpoch, &meta); err != nil {
 			return nil, fmt.Errorf("scan offset of group %q: %w", group, err)
 		}
 		if meta != nil {
 			m := string(meta)
-			o.metadata = &m
+			o.Metadata = &m
 		}
-		out[topicPart{o.topicID, o.partition}] = o
+		out[TopicPartition{o.TopicID, o.Partition}] = o
 	}
 	return out, rows.Err()
 }
 
-// deleteGroup removes every committed offset of group (DeleteGroups).
-func (s *offsetStore) deleteGroup(ctx context.Context, group string) error {
+// DeleteGroupOffsets removes every offset of group.
+func (s *Postgres) DeleteGroupOffsets(ctx context.Context, group string) error {
 	if _, err := s.pool.Exec(ctx, sqlDeleteGroupOffsets, []byte(group)); err != nil {
 		return fmt.Errorf("delete offsets of group %q: %w", group, err)
 	}
 	return nil
 }
 
-// delete removes the given partitions' offsets of group (OffsetDelete).
-func (s *offsetStore) delete(ctx context.Context, group string, tps []topicPart) error {
+// DeleteOffsets removes group's offsets of the partitions tps.
+func (s *Postgres) DeleteOffsets(ctx context.Context, group string, tps []TopicPartition) error {
 	ids := make([]int64, len(tps))
 	parts := make([]int32, len(tps))
 	for i, tp := range tps {
-		ids[i], parts[i] = tp.topicID, tp.partition
+		ids[i], parts[i] = tp.TopicID, tp.Partition
 	}
 	if _, err := s.pool.Exec(ctx, sqlDeleteOffsets, []byte(group), ids, parts); err != nil {
 		return fmt.Errorf("delete offsets of group %q: %w", group, err)
@@ -144,8 +132,8 @@ func (s *offsetStore) delete(ctx context.Context, group string, tps []topicPart)
 	return nil
 }
 
-// hasOffsets reports whether group has committed anything.
-func (s *offsetStore) hasOffsets(ctx context.Context, group string) (bool, error) {
+// HasOffsets reports whether group committed any offset.
+func (s *Postgres) HasOffsets(ctx context.Context, group string) (bool, error) {
 	var ok bool
 	if err := s.pool.QueryRow(ctx, sqlGroupHasOffsets, []byte(group)).Scan(&ok); err != nil {
 		return false, fmt.Errorf("look up offsets of group %q: %w", group, err)

@@ -1,0 +1,162 @@
+// Package metadata is everything the broker keeps in Postgres: the topic
+// catalog and its configs, the dynamic broker configs, committed offsets,
+// feature levels, client quotas, producer ids and the log-end mirror. It
+// owns every SQL statement and every pgx call the broker makes; the broker
+// reaches it through interfaces it declares itself (broker/store.go), so
+// handlers never see pgx and can be tested against Memory instead.
+//
+// Every statement names its schema and qualifies its operators: the broker
+// runs as a role whose search_path it does not control.
+package metadata
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Errors a caller turns into Kafka error codes.
+var (
+	// ErrTopicExists: a topic of that name was created concurrently.
+	ErrTopicExists = errors.New("topic already exists")
+	// ErrUnknownTopic: the topic does not exist (or was dropped
+	// concurrently).
+	ErrUnknownTopic = errors.New("unknown topic")
+	// ErrPartitionsChanged: the partition count grew concurrently past
+	// the one asked for.
+	ErrPartitionsChanged = errors.New("partition count changed concurrently")
+)
+
+// Postgres is the metadata store in the kafgres extension's tables.
+type Postgres struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	// mirror is the dedicated connection of the log-end mirror (mirror.go).
+	mirror mirrorConn
+}
+
+const sqlExtensionVersion = `SELECT coalesce((SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname OPERATOR(pg_catalog.=) 'kafgres'), '')`
+
+// Connect opens the metadata pool, retrying every second until Postgres
+// answers and the kafgres extension exists at schemaVersion: under the
+// supervisor the broker starts before anyone has had a chance to run
+// CREATE EXTENSION.
+func Connect(ctx context.Context, dsn, schemaVersion string, log *slog.Logger) (*Postgres, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse dsn: %w", err)
+	}
+	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = "kafgres"
+	}
+	pcfg.MaxConns = 8
+	logged := false
+	for {
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+		if err == nil {
+			var version string
+			err = pool.QueryRow(ctx, sqlExtensionVersion).Scan(&version)
+			if err == nil && version == schemaVersion {
+				return &Postgres{pool: pool, log: log, mirror: mirrorConn{config: pcfg.ConnConfig}}, nil
+			}
+			pool.Close()
+			switch {
+			case err != nil:
+			case version == "":
+				err = errors.New("extension kafgres is not installed; run CREATE EXTENSION kafgres")
+			default:
+				err = fmt.Errorf("extension kafgres is at version %s, this broker needs %s; run ALTER EXTENSION kafgres UPDATE", version, schemaVersion)
+			}
+		}
+		if !logged {
+			log.Warn("waiting for Postgres", "err", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to Postgres: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Close closes the pool and the mirror's connection.
+func (s *Postgres) Close() {
+	s.mirror.close()
+	s.pool.Close()
+}
+
+const sqlClusterID = `SELECT system_identifier FROM pg_catalog.pg_control_system()`
+
+// ClusterID derives Kafka's 22-character cluster id from the Postgres
+// system identifier, so it is stable for the life of the cluster and needs
+// no table of its own.
+func (s *Postgres) ClusterID(ctx context.Context) (string, error) {
+	var sysid int64
+	if err := s.pool.QueryRow(ctx, sqlClusterID).Scan(&sysid); err != nil {
+		return "", fmt.Errorf("read system identifier: %w", err)
+	}
+	return clusterID(sysid), nil
+}
+
+func clusterID(sysid int64) string {
+	var raw [16]byte
+	binary.BigEndian.PutUint64(raw[:8], uint64(sysid))
+	copy(raw[8:], "kafgres\x00")
+	return base64.RawURLEncoding.EncodeToString(raw[:])
+}
+
+const sqlNextProducerID = `SELECT pg_catalog.nextval('kafgres.producer_id_seq')`
+
+// NextProducerID allocates a producer id (InitProducerId).
+func (s *Postgres) NextProducerID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.pool.QueryRow(ctx, sqlNextProducerID).Scan(&id); err != nil {
+		return 0, fmt.Errorf("allocate producer id: %w", err)
+	}
+	return id, nil
+}
+
+// sqlState is the SQLSTATE of a Postgres error, or "".
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// inTx runs f in a transaction bounded by txTimeout that commits only when
+// commit is true and f succeeded: a validate-only change goes through the
+// same locks and reads as a real one, then rolls back.
+func (s *Postgres) inTx(ctx context.Context, commit bool, f func(pgx.Tx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, txTimeout)
+	defer cancel()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	if err := f(tx); err != nil {
+		return err
+	}
+	if !commit {
+		return nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// txTimeout bounds a metadata transaction: an alter waiting on a lock
+// someone holds in SQL must not hold the client forever.
+const txTimeout = 30 * time.Second

@@ -1,0 +1,57 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/kafgres/kafgres/broker/metadata"
+)
+
+// metadataStore is everything the broker keeps in Postgres:
+// metadata.Postgres in a running broker, metadata.Memory in handler tests.
+// The broker declares it so that no handler depends on how it is stored.
+type metadataStore interface {
+	catalogStore
+	offsetStore
+	ClusterID(ctx context.Context) (string, error)
+	NextProducerID(ctx context.Context) (int64, error)
+	LoadFeatures(ctx context.Context) (map[string]int16, error)
+	StoreFeatures(ctx context.Context, levels map[string]int16) error
+	LoadQuotas(ctx context.Context) ([]metadata.Quota, error)
+	AlterQuotas(ctx context.Context, e metadata.QuotaEntity, ops []metadata.QuotaOp) error
+	// The log-end mirror: SQL's view of the log, written behind it.
+	MirrorDelivered(ctx context.Context, lsn uint64) error
+	MirrorLogEnds(ctx context.Context, ends []metadata.LogEnd) error
+	Close()
+}
+
+// catalogStore holds topics, their configs and the dynamic broker configs.
+type catalogStore interface {
+	BumpLeaderEpochs(ctx context.Context) error
+	LoadCatalog(ctx context.Context, nodeID int32) (metadata.Catalog, error)
+	// WatchCatalog calls changed after every change and reconnection
+	// until ctx ends.
+	WatchCatalog(ctx context.Context, changed func(context.Context) error)
+	CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) error
+	DropTopic(ctx context.Context, name string) error
+	CreatePartitions(ctx context.Context, name string, count int32) error
+	DroppedTopics(ctx context.Context, ids []int64) ([]metadata.DroppedTopic, error)
+	TopicIDSequence(ctx context.Context) (int64, error)
+	AlterTopicConfigs(ctx context.Context, topicID int64, commit bool,
+		next func(current map[string]string) (map[string]string, error)) error
+	AlterBrokerConfigs(ctx context.Context, nodeID int32, cluster, commit bool,
+		next func(node, cluster map[string]string) (map[string]string, error)) error
+}
+
+// offsetStore holds the offsets groups commit.
+type offsetStore interface {
+	OffsetGroups(ctx context.Context) ([]string, error)
+	CommitOffsets(ctx context.Context, group string, offs []metadata.CommittedOffset) error
+	FetchOffsets(ctx context.Context, group string) (map[metadata.TopicPartition]metadata.CommittedOffset, error)
+	DeleteGroupOffsets(ctx context.Context, group string) error
+	DeleteOffsets(ctx context.Context, group string, tps []metadata.TopicPartition) error
+	HasOffsets(ctx context.Context, group string) (bool, error)
+}
+
+var _ metadataStore = (*metadata.Postgres)(nil)
+
+var _ metadataStore = (*metadata.Memory)(nil)
