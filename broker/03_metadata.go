@@ -23,18 +23,13 @@ package broker
 
 import (
 	"context"
-	"regexp"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/topicname"
 )
-
-var legalTopicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
-
-func validTopicName(name string) bool {
-	return legalTopicName.MatchString(name) && name != "." && name != ".."
-}
 
 func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
@@ -67,7 +62,7 @@ func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataR
 			}
 		default:
 			name := *rt.Topic
-			if !validTopicName(name) {
+			if !topicname.Valid(name) {
 				resp.Topics = append(resp.Topics, topicError(name, kerr.InvalidTopicException))
 				continue
 			}

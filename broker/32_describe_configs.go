@@ -30,6 +30,7 @@ import (
 
 	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/kafgres/kafgres/broker/kconfig"
+	"github.com/kafgres/kafgres/broker/topicname"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -63,7 +64,7 @@ func (b *Broker) describeResource(ctx context.Context, r kmsg.DescribeConfigsReq
 	name := r.ResourceName
 	switch r.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		if p := topicNameProblem(name); p != "" {
+		if p := topicname.Problem(name); p != "" {
 			return nil, apierr.New(kerr.InvalidTopicException, "Topic name is invalid: %s", p)
 		}
 		t := b.catalog.lookup(ctx, name)

@@ -23,6 +23,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/topicname"
 )
 
 // maxDescribePartitions is Kafka's max.request.partition.size.limit.
@@ -58,7 +60,7 @@ func handleDescribeTopicPartitions(ctx context.Context, b *Broker, _ *conn, req 
 		out.AuthorizedOperations = allTopicOperations
 		t := b.catalog.lookup(ctx, name)
 		switch {
-		case !validTopicName(name):
+		case !topicname.Valid(name):
 			out.ErrorCode = kerr.InvalidTopicException.Code
 		case t == nil:
 			out.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -16,6 +16,7 @@ import (
 	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/kafgres/kafgres/broker/metadata"
+	"github.com/kafgres/kafgres/broker/topicname"
 )
 
 // errServer stands for a failure of ours (Postgres unreachable, ...):
@@ -58,7 +59,7 @@ func topicResourceError(name string) *apierr.Error {
 	if name == "" {
 		return apierr.InvalidRequest("Default topic resources are not allowed.")
 	}
-	if p := topicNameProblem(name); p != "" {
+	if p := topicname.Problem(name); p != "" {
 		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: %s", p)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/topicname"
 	"github.com/kafgres/kafgres/producer"
 )
 
@@ -20,7 +21,7 @@ var errUnknownTopic = errors.New("unknown topic")
 // exist.
 func (b *Broker) Topic(ctx context.Context, name string) (producer.TopicInfo, bool, error) {
 	t := b.catalog.lookupFresh(ctx, name)
-	if t == nil && b.cfg.AutoCreateTopics && validTopicName(name) {
+	if t == nil && b.cfg.AutoCreateTopics && topicname.Valid(name) {
 		var err error
 		if t, err = b.catalog.create(ctx, name, b.cfg.DefaultPartition); err != nil {
 			return producer.TopicInfo{}, false, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/kafgres/kafgres/broker/metadata"
+	"github.com/kafgres/kafgres/broker/topicname"
 )
 
 // codeAndMessage splits err into what a response carries. Anything that
@@ -39,35 +40,13 @@ var errDuplicateTopic = apierr.New(kerr.InvalidRequest, "Duplicate topic name.")
 // MAX_RECORDS_PER_USER_OP).
 const maxPartitionsPerRequest = 10000
 
-// checkTopicName gives Kafka's INVALID_TOPIC_EXCEPTION messages
-// (org.apache.kafka.common.internals.Topic.validate).
+// checkTopicName gives Kafka's INVALID_TOPIC_EXCEPTION for a name Kafka's
+// Topic.validate refuses.
 func checkTopicName(name string) error {
-	switch {
-	case name == "":
-		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: the empty string is not allowed")
-	case name == "." || name == "..":
-		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: '%s' is not allowed", name)
-	case len(name) > 249:
-		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: the length of '%s' is longer than the max allowed length 249", name)
-	case !validTopicName(name):
-		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: '%s' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'", name)
+	if p := topicname.Problem(name); p != "" {
+		return apierr.New(kerr.InvalidTopicException, "Topic name is invalid: %s", p)
 	}
 	return nil
-}
-
-// topicNameProblem is why Kafka's Topic.validate refuses name, or "".
-func topicNameProblem(name string) string {
-	switch {
-	case name == "":
-		return "the empty string is not allowed"
-	case name == "." || name == "..":
-		return "'" + name + "' is not allowed"
-	case len(name) > 249:
-		return "the length of '" + name + "' is longer than the max allowed length 249"
-	case !legalTopicName.MatchString(name):
-		return "'" + name + "' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
-	}
-	return ""
 }
 
 // collisionKey folds the characters Kafka's metric names cannot tell apart:
