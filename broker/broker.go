@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafgres/kafgres/broker/coordinator"
 )
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
@@ -35,7 +37,7 @@ type Broker struct {
 
 	catalog   *catalog
 	offsets   *offsetStore
-	groups    *groups
+	groups    *coordinator.Groups
 	committer *committer
 	mirror    *mirror
 	features  featureLevels
@@ -77,11 +79,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	b.frames.bigReleased = b.reclaim.bigFreed
 	b.reclaim.delay, b.reclaim.drop = time.Second, b.frames.dropBig
 	b.decoders = newDecoders(cfg.maxDecompressedBytes())
-	b.groups = newGroups(groupConfig{
-		initialRebalanceDelay: max(cfg.GroupInitialRebalanceDelay, 0),
-		minSessionTimeout:     cfg.GroupMinSessionTimeout,
-		maxSessionTimeout:     cfg.GroupMaxSessionTimeout,
-		maxSize:               cfg.GroupMaxSize,
+	b.groups = coordinator.New(coordinator.Config{
+		InitialRebalanceDelay: max(cfg.GroupInitialRebalanceDelay, 0),
+		MinSessionTimeout:     cfg.GroupMinSessionTimeout,
+		MaxSessionTimeout:     cfg.GroupMaxSessionTimeout,
+		MaxSize:               cfg.GroupMaxSize,
+		Topics:                b.groupTopics,
 	}, log.With("component", "groups"))
 
 	pool, err := connect(ctx, cfg.DSN, log)
@@ -97,13 +100,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 	b.mirror = newMirror(pool, cfg.MirrorInterval, log)
 	b.committer = newCommitter(b.stop, b.mirror.mark)
 	b.catalog = newCatalog(b)
-	b.groups.topics = func() []topicMeta {
-		var out []topicMeta
-		for _, t := range b.catalog.topics() {
-			out = append(out, topicMeta{name: t.name, id: t.uuid, partitions: int32(len(t.parts))})
-		}
-		return out
-	}
 	if err := b.catalog.start(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -120,9 +116,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	for _, g := range groups {
-		b.groups.ensure(g)
+		b.groups.Ensure(g)
 	}
 	return b, nil
+}
+
+// groupTopics lists the catalog's topics for the group coordinator's
+// assignors.
+func (b *Broker) groupTopics() []coordinator.Topic {
+	var out []coordinator.Topic
+	for _, t := range b.catalog.topics() {
+		out = append(out, coordinator.Topic{Name: t.name, ID: t.uuid, Partitions: int32(len(t.parts))})
+	}
+	return out
 }
 
 // Serve accepts Kafka connections on ln until ctx ends (nil), the broker
