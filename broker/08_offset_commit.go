@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafgres/kafgres/broker/coordinator"
 	"github.com/kafgres/kafgres/broker/metadata"
 )
 
@@ -48,13 +49,13 @@ func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 	case req.Group == "" || len(req.Group) > maxCommitGroupID:
 		groupErr = kerr.InvalidGroupID
 	default:
-		if ok, err := b.groups.consumerCommitAllowed(req.Group, req.MemberID, req.Generation, req.Version, b.commitPartitions(ctx, req)); ok {
+		if ok, err := b.groups.ConsumerCommitAllowed(req.Group, req.MemberID, req.Generation, req.Version, b.commitPartitions(ctx, req)); ok {
 			if err != nil {
 				groupErr = err
 			}
 			break
 		}
-		groupErr = b.groups.commitAllowed(req.Group, req.MemberID, req.InstanceID, req.Generation)
+		groupErr = b.groups.CommitAllowed(req.Group, req.MemberID, req.InstanceID, req.Generation)
 		if groupErr == kerr.GroupIDNotFound && req.Version < 9 {
 			groupErr = kerr.IllegalGeneration // GROUP_ID_NOT_FOUND is v9+
 		}
@@ -111,8 +112,8 @@ func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 
 // commitPartitions lists the known partitions a commit names, for the
 // consumer-group epoch check.
-func (b *Broker) commitPartitions(ctx context.Context, req *kmsg.OffsetCommitRequest) []tp {
-	var out []tp
+func (b *Broker) commitPartitions(ctx context.Context, req *kmsg.OffsetCommitRequest) []coordinator.TopicPartition {
+	var out []coordinator.TopicPartition
 	for _, rt := range req.Topics {
 		var t *topic
 		if req.Version >= 10 {
@@ -124,7 +125,7 @@ func (b *Broker) commitPartitions(ctx context.Context, req *kmsg.OffsetCommitReq
 			continue
 		}
 		for _, rp := range rt.Partitions {
-			out = append(out, tp{t.uuid, rp.Partition})
+			out = append(out, coordinator.TopicPartition{TopicID: t.uuid, Partition: rp.Partition})
 		}
 	}
 	return out

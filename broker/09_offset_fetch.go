@@ -71,7 +71,7 @@ func handleOffsetFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offset
 			if rg.MemberID != nil {
 				memberID = *rg.MemberID
 			}
-			if err := b.groups.consumerFetchAllowed(rg.Group, memberID, rg.MemberEpoch); err != nil {
+			if err := b.groups.ConsumerFetchAllowed(rg.Group, memberID, rg.MemberEpoch); err != nil {
 				sg.ErrorCode = err.Code
 				resp.Groups = append(resp.Groups, sg)
 				continue

@@ -3,11 +3,11 @@ package broker
 // JoinGroup: v0-9
 //
 // Behavior:
-//   - the classic group protocol of Kafka's group coordinator (groups.go):
-//     the first member creates the group; a new group waits
-//     group.initial.rebalance.delay.ms (3 s) for more members; the request
-//     is answered when the join phase completes, the leader's answer
-//     carrying every member's metadata for the selected protocol
+//   - the classic group protocol of Kafka's group coordinator
+//     (coordinator/groups.go): the first member creates the group; a new
+//     group waits group.initial.rebalance.delay.ms (3 s) for more members;
+//     the request is answered when the join phase completes, the leader's
+//     answer carrying every member's metadata for the selected protocol
 //   - session timeouts outside [group.min.session.timeout.ms,
 //     group.max.session.timeout.ms] get INVALID_SESSION_TIMEOUT; an empty
 //     group id INVALID_GROUP_ID; a member id the group does not know
@@ -32,54 +32,56 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/coordinator"
 )
 
 func handleJoinGroup(ctx context.Context, b *Broker, cc *conn, req *kmsg.JoinGroupRequest) (kmsg.Response, error) {
-	jr := joinRequest{
-		group:                req.Group,
-		memberID:             req.MemberID,
-		clientID:             cc.clientID,
-		clientHost:           clientHost(cc),
-		protocolType:         req.ProtocolType,
-		sessionTimeout:       time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
-		rebalanceTimeout:     time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond,
-		requireKnownMemberID: req.Version >= 4,
-		reason:               "not provided",
+	jr := coordinator.JoinRequest{
+		Group:                req.Group,
+		MemberID:             req.MemberID,
+		ClientID:             cc.clientID,
+		ClientHost:           clientHost(cc),
+		ProtocolType:         req.ProtocolType,
+		SessionTimeout:       time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
+		RebalanceTimeout:     time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond,
+		RequireKnownMemberID: req.Version >= 4,
+		Reason:               "not provided",
 	}
 	if req.Version == 0 {
-		jr.rebalanceTimeout = jr.sessionTimeout
+		jr.RebalanceTimeout = jr.SessionTimeout
 	}
 	if req.Version >= 5 {
-		jr.instanceID = req.InstanceID
+		jr.InstanceID = req.InstanceID
 	}
 	if req.Version >= 8 && req.Reason != nil {
-		jr.reason = *req.Reason
+		jr.Reason = *req.Reason
 	}
 	for _, p := range req.Protocols {
 		// Copied: request bytes alias the connection's reused frame buffer.
-		jr.protocols = append(jr.protocols, protocol{name: p.Name, metadata: bytes.Clone(p.Metadata)})
+		jr.Protocols = append(jr.Protocols, coordinator.Protocol{Name: p.Name, Metadata: bytes.Clone(p.Metadata)})
 	}
-	res, err := b.groups.join(ctx, jr)
+	res, err := b.groups.Join(ctx, jr)
 	if err != nil {
 		return nil, err // the connection or the broker is closing
 	}
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	resp.ErrorCode = codeOf(res.err)
-	resp.Generation = res.generation
-	resp.MemberID = res.memberID
-	resp.LeaderID = res.leader
-	resp.Protocol = res.protocol
+	resp.ErrorCode = codeOf(res.Err)
+	resp.Generation = res.Generation
+	resp.MemberID = res.MemberID
+	resp.LeaderID = res.Leader
+	resp.Protocol = res.Protocol
 	if req.Version >= 7 {
-		resp.ProtocolType = res.protocolType
+		resp.ProtocolType = res.ProtocolType
 	}
 	if req.Version >= 9 {
-		resp.SkipAssignment = res.skipAssignment
+		resp.SkipAssignment = res.SkipAssignment
 	}
-	for _, m := range res.members {
+	for _, m := range res.Members {
 		rm := kmsg.NewJoinGroupResponseMember()
-		rm.MemberID, rm.ProtocolMetadata = m.memberID, m.metadata
+		rm.MemberID, rm.ProtocolMetadata = m.MemberID, m.Metadata
 		if req.Version >= 5 {
-			rm.InstanceID = m.instanceID
+			rm.InstanceID = m.InstanceID
 		}
 		resp.Members = append(resp.Members, rm)
 	}

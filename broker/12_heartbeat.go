@@ -24,6 +24,6 @@ func handleHeartbeat(_ context.Context, b *Broker, _ *conn, req *kmsg.HeartbeatR
 	if req.Version >= 3 {
 		instanceID = req.InstanceID
 	}
-	resp.ErrorCode = codeOf(b.groups.heartbeat(req.Group, req.MemberID, instanceID, req.Generation))
+	resp.ErrorCode = codeOf(b.groups.Heartbeat(req.Group, req.MemberID, instanceID, req.Generation))
 	return resp, nil
 }

@@ -19,22 +19,24 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/coordinator"
 )
 
 func handleLeaveGroup(_ context.Context, b *Broker, _ *conn, req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-	var ms []leaveMember
+	var ms []coordinator.LeaveMember
 	if req.Version < 3 {
-		ms = []leaveMember{{memberID: req.MemberID, reason: "not provided"}}
+		ms = []coordinator.LeaveMember{{MemberID: req.MemberID, Reason: "not provided"}}
 	}
 	for _, m := range req.Members {
-		lm := leaveMember{memberID: m.MemberID, instanceID: m.InstanceID, reason: "not provided"}
+		lm := coordinator.LeaveMember{MemberID: m.MemberID, InstanceID: m.InstanceID, Reason: "not provided"}
 		if m.Reason != nil {
-			lm.reason = *m.Reason
+			lm.Reason = *m.Reason
 		}
 		ms = append(ms, lm)
 	}
-	top, errs := b.groups.leave(req.Group, ms)
+	top, errs := b.groups.Leave(req.Group, ms)
 	resp.ErrorCode = codeOf(top)
 	if req.Version < 3 {
 		if top == nil && errs[0] != nil {

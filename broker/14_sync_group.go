@@ -23,37 +23,39 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/coordinator"
 )
 
 func handleSyncGroup(ctx context.Context, b *Broker, _ *conn, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
-	sr := syncRequest{
-		group:       req.Group,
-		memberID:    req.MemberID,
-		generation:  req.Generation,
-		assignments: make(map[string][]byte, len(req.GroupAssignment)),
+	sr := coordinator.SyncRequest{
+		Group:       req.Group,
+		MemberID:    req.MemberID,
+		Generation:  req.Generation,
+		Assignments: make(map[string][]byte, len(req.GroupAssignment)),
 	}
 	if req.Version >= 3 {
-		sr.instanceID = req.InstanceID
+		sr.InstanceID = req.InstanceID
 	}
 	if req.Version >= 5 {
-		sr.protocolType, sr.protocol = req.ProtocolType, req.Protocol
+		sr.ProtocolType, sr.Protocol = req.ProtocolType, req.Protocol
 	}
 	for _, a := range req.GroupAssignment {
 		// Copied: request bytes alias the connection's reused frame buffer.
-		sr.assignments[a.MemberID] = bytes.Clone(a.MemberAssignment)
+		sr.Assignments[a.MemberID] = bytes.Clone(a.MemberAssignment)
 	}
-	res, err := b.groups.sync(ctx, sr)
+	res, err := b.groups.Sync(ctx, sr)
 	if err != nil {
 		return nil, err // the connection or the broker is closing
 	}
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	resp.ErrorCode = codeOf(res.err)
-	resp.MemberAssignment = res.assignment
+	resp.ErrorCode = codeOf(res.Err)
+	resp.MemberAssignment = res.Assignment
 	if resp.MemberAssignment == nil {
 		resp.MemberAssignment = []byte{}
 	}
 	if req.Version >= 5 {
-		resp.ProtocolType, resp.Protocol = res.protocolType, res.protocol
+		resp.ProtocolType, resp.Protocol = res.ProtocolType, res.Protocol
 	}
 	return resp, nil
 }

@@ -35,13 +35,13 @@ func handleDescribeGroups(_ context.Context, b *Broker, _ *conn, req *kmsg.Descr
 	for _, name := range req.Groups {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = name
-		d, ok := b.groups.describe(name)
-		rg.State = d.state.String()
+		d, ok := b.groups.Describe(name)
+		rg.State = d.State
 		if !ok {
 			if req.Version >= 6 {
 				rg.ErrorCode = kerr.GroupIDNotFound.Code
 				msg := fmt.Sprintf("Group %s not found.", name)
-				if b.groups.isConsumerGroup(name) {
+				if b.groups.IsConsumerGroup(name) {
 					msg = fmt.Sprintf("Group %s is not a classic group.", name)
 				}
 				rg.ErrorMessage = &msg
@@ -49,17 +49,17 @@ func handleDescribeGroups(_ context.Context, b *Broker, _ *conn, req *kmsg.Descr
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		rg.ProtocolType, rg.Protocol = d.protocolType, d.protocol
+		rg.ProtocolType, rg.Protocol = d.ProtocolType, d.Protocol
 		if req.Version >= 3 && req.IncludeAuthorizedOperations {
 			rg.AuthorizedOperations = allGroupOperations
 		}
-		for _, m := range d.members {
+		for _, m := range d.Members {
 			rm := kmsg.NewDescribeGroupsResponseGroupMember()
-			rm.MemberID, rm.ClientID, rm.ClientHost = m.memberID, m.clientID, m.clientHost
+			rm.MemberID, rm.ClientID, rm.ClientHost = m.MemberID, m.ClientID, m.ClientHost
 			if req.Version >= 4 {
-				rm.InstanceID = m.instanceID
+				rm.InstanceID = m.InstanceID
 			}
-			rm.ProtocolMetadata, rm.MemberAssignment = orEmpty(m.metadata), orEmpty(m.assignment)
+			rm.ProtocolMetadata, rm.MemberAssignment = orEmpty(m.Metadata), orEmpty(m.Assignment)
 			rg.Members = append(rg.Members, rm)
 		}
 		resp.Groups = append(resp.Groups, rg)

@@ -29,20 +29,20 @@ func handleListGroups(_ context.Context, b *Broker, _ *conn, req *kmsg.ListGroup
 			return strings.EqualFold(strings.TrimSpace(f), value)
 		})
 	}
-	for _, g := range b.groups.list() {
-		if req.Version >= 4 && !matches(req.StatesFilter, g.stateName) {
+	for _, g := range b.groups.List() {
+		if req.Version >= 4 && !matches(req.StatesFilter, g.State) {
 			continue
 		}
-		if req.Version >= 5 && !matches(req.TypesFilter, g.groupType) {
+		if req.Version >= 5 && !matches(req.TypesFilter, g.Type) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType = g.name, g.protocolType
+		lg.Group, lg.ProtocolType = g.Name, g.ProtocolType
 		if req.Version >= 4 {
-			lg.GroupState = g.stateName
+			lg.GroupState = g.State
 		}
 		if req.Version >= 5 {
-			lg.GroupType = g.groupType
+			lg.GroupType = g.Type
 		}
 		resp.Groups = append(resp.Groups, lg)
 	}

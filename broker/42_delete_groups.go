@@ -40,7 +40,7 @@ func handleDeleteGroups(ctx context.Context, b *Broker, _ *conn, req *kmsg.Delet
 }
 
 func (b *Broker) deleteGroup(ctx context.Context, name string) error {
-	err := b.groups.deleteGroup(name)
+	err := b.groups.Delete(name)
 	if err == kerr.GroupIDNotFound {
 		has, herr := b.meta.HasOffsets(ctx, name)
 		if herr != nil {

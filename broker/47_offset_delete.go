@@ -32,7 +32,7 @@ func handleOffsetDelete(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil
 	}
-	if !has && !b.groups.exists(req.Group) {
+	if !has && !b.groups.Exists(req.Group) {
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
 		return resp, nil
 	}
@@ -41,7 +41,7 @@ func handleOffsetDelete(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 		st := kmsg.NewOffsetDeleteResponseTopic()
 		st.Topic = rt.Topic
 		t := b.catalog.lookup(ctx, rt.Topic)
-		subscribed := b.groups.subscribed(req.Group, rt.Topic)
+		subscribed := b.groups.Subscribed(req.Group, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition

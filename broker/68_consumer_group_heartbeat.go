@@ -5,9 +5,9 @@ package broker
 // Behavior:
 //   - the consumer group protocol (KIP-848): joining (member epoch 0),
 //     heartbeating, leaving (-1; static members -2) and the server-side
-//     assignment (consumer_groups.go): revoke-before-assign reconciliation,
-//     assignors "uniform" (default) and "range", heartbeat interval 5 s,
-//     session timeout 45 s
+//     assignment (coordinator/consumer_groups.go): revoke-before-assign
+//     reconciliation, assignors "uniform" (default) and "range", heartbeat
+//     interval 5 s, session timeout 45 s
 //   - requests are validated as Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid:
 //     INVALID_REQUEST for an empty group id, instance id, rack id or (v1+,
 //     or not joining) member id, a first heartbeat without rebalance
@@ -29,11 +29,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/coordinator"
 )
 
 func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, cc *conn, req *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	hreq := consumerHeartbeatRequest{ConsumerGroupHeartbeatRequest: req, clientID: cc.clientID, clientHost: clientHost(cc)}
+	hreq := coordinator.ConsumerHeartbeatRequest{ConsumerGroupHeartbeatRequest: req, ClientID: cc.clientID, ClientHost: clientHost(cc)}
 	if b.features.level("group.version") < 1 { // disabled with UpdateFeatures
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 		return resp, nil
@@ -43,19 +45,19 @@ func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, cc *conn, req *k
 		return resp, nil
 	}
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
-		re, err := compileSubscription(*req.SubscribedTopicRegex)
+		re, err := coordinator.CompileSubscription(*req.SubscribedTopicRegex)
 		if err != nil {
 			resp.ErrorCode = kerr.InvalidRegularExpression.Code
 			resp.ErrorMessage = kmsg.StringPtr("SubscribedTopicRegex is not a valid regular expression: " + err.Error())
 			return resp, nil
 		}
-		hreq.re = re
+		hreq.Regex = re
 	}
-	if req.MemberEpoch == joinEpoch && req.MemberID == "" {
+	if req.MemberEpoch == coordinator.JoinEpoch && req.MemberID == "" {
 		// v0: the coordinator names new members.
-		req.MemberID = newMemberID(cc.clientID, req.InstanceID)
+		req.MemberID = coordinator.NewMemberID(cc.clientID, req.InstanceID)
 	}
-	b.groups.consumerHeartbeat(hreq, resp)
+	b.groups.ConsumerHeartbeat(hreq, resp)
 	return resp, nil
 }
 
@@ -74,7 +76,7 @@ func validateConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (*kerr.E
 		return kerr.UnsupportedAssignor, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: uniform, range.", *req.ServerAssignor)
 	}
 	switch {
-	case req.MemberEpoch == joinEpoch:
+	case req.MemberEpoch == coordinator.JoinEpoch:
 		if req.Version >= 1 && req.MemberID == "" {
 			return kerr.InvalidRequest, "MemberId can't be empty."
 		}
@@ -89,14 +91,14 @@ func validateConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (*kerr.E
 		if !names && !regex {
 			return kerr.InvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
 		}
-	case req.MemberEpoch == staticLeaveEpoch:
+	case req.MemberEpoch == coordinator.StaticLeaveEpoch:
 		if req.MemberID == "" {
 			return kerr.InvalidRequest, "MemberId can't be empty."
 		}
 		if req.InstanceID == nil {
 			return kerr.InvalidRequest, "InstanceId can't be null."
 		}
-	case req.MemberEpoch < staticLeaveEpoch:
+	case req.MemberEpoch < coordinator.StaticLeaveEpoch:
 		return kerr.InvalidRequest, "MemberEpoch is invalid."
 	case req.MemberID == "":
 		return kerr.InvalidRequest, "MemberId can't be empty."

@@ -43,10 +43,10 @@ func handleConsumerGroupDescribe(_ context.Context, b *Broker, _ *conn, req *kms
 		switch {
 		case name == "":
 			rg.ErrorCode = kerr.InvalidGroupID.Code
-		case !b.groups.describeConsumer(name, names, &rg):
+		case !b.groups.DescribeConsumer(name, names, &rg):
 			rg.ErrorCode = kerr.GroupIDNotFound.Code
 			msg := fmt.Sprintf("Group %s not found.", name)
-			if b.groups.exists(name) {
+			if b.groups.Exists(name) {
 				msg = fmt.Sprintf("Group %s is not a consumer group.", name)
 			}
 			rg.ErrorMessage = &msg

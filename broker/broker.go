@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kafgres/kafgres/broker/coordinator"
 	"github.com/kafgres/kafgres/broker/metadata"
 )
 
@@ -34,7 +35,7 @@ type Broker struct {
 	clusterID string
 
 	catalog   *catalog
-	groups    *groups
+	groups    *coordinator.Groups
 	committer *committer
 	mirror    *mirror
 	features  featureLevels
@@ -104,11 +105,12 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	b.frames.bigReleased = b.reclaim.bigFreed
 	b.reclaim.delay, b.reclaim.drop = time.Second, b.frames.dropBig
 	b.decoders = newDecoders(cfg.maxDecompressedBytes())
-	b.groups = newGroups(groupConfig{
-		initialRebalanceDelay: max(cfg.GroupInitialRebalanceDelay, 0),
-		minSessionTimeout:     cfg.GroupMinSessionTimeout,
-		maxSessionTimeout:     cfg.GroupMaxSessionTimeout,
-		maxSize:               cfg.GroupMaxSize,
+	b.groups = coordinator.New(coordinator.Config{
+		InitialRebalanceDelay: max(cfg.GroupInitialRebalanceDelay, 0),
+		MinSessionTimeout:     cfg.GroupMinSessionTimeout,
+		MaxSessionTimeout:     cfg.GroupMaxSessionTimeout,
+		MaxSize:               cfg.GroupMaxSize,
+		Topics:                b.groupTopics,
 	}, log.With("component", "groups"))
 
 	b.meta = meta
@@ -119,13 +121,6 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	b.mirror = newMirror(meta, cfg.MirrorInterval, log)
 	b.committer = newCommitter(b.stop, b.mirror.mark)
 	b.catalog = newCatalog(b)
-	b.groups.topics = func() []topicMeta {
-		var out []topicMeta
-		for _, t := range b.catalog.topics() {
-			out = append(out, topicMeta{name: t.name, id: t.uuid, partitions: int32(len(t.parts))})
-		}
-		return out
-	}
 	if err := b.catalog.start(ctx); err != nil {
 		return nil, err
 	}
@@ -139,9 +134,19 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 		return nil, err
 	}
 	for _, g := range groups {
-		b.groups.ensure(g)
+		b.groups.Ensure(g)
 	}
 	return b, nil
+}
+
+// groupTopics lists the catalog's topics for the group coordinator's
+// assignors.
+func (b *Broker) groupTopics() []coordinator.Topic {
+	var out []coordinator.Topic
+	for _, t := range b.catalog.topics() {
+		out = append(out, coordinator.Topic{Name: t.name, ID: t.uuid, Partitions: int32(len(t.parts))})
+	}
+	return out
 }
 
 // Serve accepts Kafka connections on ln until ctx ends (nil), the broker

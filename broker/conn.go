@@ -456,6 +456,15 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle tim
 	return bw.Flush()
 }
 
+// codeOf is err's Kafka code, 0 for nil. (errorCode would see a nil
+// *kerr.Error as a non-nil error.)
+func codeOf(err *kerr.Error) int16 {
+	if err == nil {
+		return 0
+	}
+	return err.Code
+}
+
 // errorCode is kerr's code for err, 0 for nil.
 func errorCode(err error) int16 {
 	if err == nil {

@@ -1,4 +1,4 @@
-package broker
+package coordinator
 
 // The consumer group protocol (KIP-848): ConsumerGroupHeartbeat and
 // ConsumerGroupDescribe, following Apache Kafka's ConsumerGroup and
@@ -42,28 +42,28 @@ const (
 
 // Member epochs with a meaning of their own in a heartbeat.
 const (
-	joinEpoch        int32 = 0
-	leaveEpoch       int32 = -1
-	staticLeaveEpoch int32 = -2
+	JoinEpoch        int32 = 0
+	LeaveEpoch       int32 = -1
+	StaticLeaveEpoch int32 = -2
 )
 
-// topicMeta is what the assignors need to know of a topic.
-type topicMeta struct {
-	name       string
-	id         [16]byte
-	partitions int32
+// Topic is what the assignors need to know of a topic.
+type Topic struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
 }
 
-// tp is one partition of a topic, by topic id.
-type tp struct {
-	topic [16]byte
-	part  int32
+// TopicPartition is one partition of a topic, by topic id.
+type TopicPartition struct {
+	TopicID   [16]byte
+	Partition int32
 }
 
 // tpSet is a set of partitions; assignments are sets.
-type tpSet map[tp]struct{}
+type tpSet map[TopicPartition]struct{}
 
-func (s tpSet) has(p tp) bool { _, ok := s[p]; return ok }
+func (s tpSet) has(p TopicPartition) bool { _, ok := s[p]; return ok }
 
 func (s tpSet) clone() tpSet {
 	out := make(tpSet, len(s))
@@ -86,16 +86,16 @@ func (s tpSet) equal(o tpSet) bool {
 }
 
 // sorted lists the set by topic id and partition, for deterministic answers.
-func (s tpSet) sorted() []tp {
-	out := make([]tp, 0, len(s))
+func (s tpSet) sorted() []TopicPartition {
+	out := make([]TopicPartition, 0, len(s))
 	for p := range s {
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if c := strings.Compare(string(out[i].topic[:]), string(out[j].topic[:])); c != 0 {
+		if c := strings.Compare(string(out[i].TopicID[:]), string(out[j].TopicID[:])); c != 0 {
 			return c < 0
 		}
-		return out[i].part < out[j].part
+		return out[i].Partition < out[j].Partition
 	})
 	return out
 }
@@ -107,12 +107,12 @@ func (s tpSet) byTopic(fn func(id [16]byte, parts []int32)) {
 		parts []int32
 	)
 	for i, p := range s.sorted() {
-		if i > 0 && p.topic != cur {
+		if i > 0 && p.TopicID != cur {
 			fn(cur, parts)
 			parts = nil
 		}
-		cur = p.topic
-		parts = append(parts, p.part)
+		cur = p.TopicID
+		parts = append(parts, p.Partition)
 	}
 	if len(parts) > 0 {
 		fn(cur, parts)
@@ -123,7 +123,7 @@ func ownedSet(ts []kmsg.ConsumerGroupHeartbeatRequestTopic) tpSet {
 	out := tpSet{}
 	for _, t := range ts {
 		for _, p := range t.Partitions {
-			out[tp{t.TopicID, p}] = struct{}{}
+			out[TopicPartition{t.TopicID, p}] = struct{}{}
 		}
 	}
 	return out
@@ -153,12 +153,12 @@ type consumerMember struct {
 
 	epoch, prevEpoch int32
 	state            memberState
-	assigned         tpSet        // owned and told to the member
-	revoking         tpSet        // owned, being revoked
-	assignedAt       map[tp]int32 // member epoch at which each assigned partition came
-	session          timer        // session expiry
-	revocation       timer        // rebalance timeout while revoking
-	left             bool         // static member gone with epoch -2, awaiting its replacement
+	assigned         tpSet                    // owned and told to the member
+	revoking         tpSet                    // owned, being revoked
+	assignedAt       map[TopicPartition]int32 // member epoch at which each assigned partition came
+	session          timer                    // session expiry
+	revocation       timer                    // rebalance timeout while revoking
+	left             bool                     // static member gone with epoch -2, awaiting its replacement
 }
 
 // subscribes reports whether the member subscribes to topic name.
@@ -171,7 +171,7 @@ func (m *consumerMember) subscribes(name string) bool {
 
 type consumerGroup struct {
 	name string
-	gs   *groups
+	gs   *Groups
 
 	mu              sync.Mutex
 	dead            bool
@@ -179,11 +179,11 @@ type consumerGroup struct {
 	assignmentEpoch int32 // epoch of target
 	assignorName    string
 	members         map[string]*consumerMember
-	static          map[string]string // instance id → member id
-	target          map[string]tpSet  // member id → target assignment
-	owner           map[tp]string     // partition → member owning it (assigned or revoking)
-	metadata        string            // fingerprint of the subscribed topics' metadata
-	bumpPending     bool              // the next refresh starts a new epoch
+	static          map[string]string         // instance id → member id
+	target          map[string]tpSet          // member id → target assignment
+	owner           map[TopicPartition]string // partition → member owning it (assigned or revoking)
+	metadata        string                    // fingerprint of the subscribed topics' metadata
+	bumpPending     bool                      // the next refresh starts a new epoch
 }
 
 // State is Kafka's ConsumerGroupState name. The target is computed as soon
@@ -210,7 +210,7 @@ func (g *consumerGroup) state() string {
 func (g *consumerGroup) schedule(tm *timer, d time.Duration, fn func()) {
 	tm.stop()
 	token := tm.token
-	tm.t = time.AfterFunc(d, func() {
+	tm.t = g.gs.clock.AfterFunc(d, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if tm.token != token || g.dead {
@@ -222,7 +222,7 @@ func (g *consumerGroup) schedule(tm *timer, d time.Duration, fn func()) {
 }
 
 // lookupConsumer returns the live consumer group locked, or nil.
-func (gs *groups) lookupConsumer(name string) *consumerGroup {
+func (gs *Groups) lookupConsumer(name string) *consumerGroup {
 	for {
 		gs.mu.Lock()
 		g := gs.consumer[name]
@@ -243,7 +243,7 @@ func (gs *groups) lookupConsumer(name string) *consumerGroup {
 // (its committed offsets stay, as when Kafka converts an empty classic
 // group); with members it is GROUP_ID_NOT_FOUND, Kafka's answer when the
 // online upgrade of a classic group is not possible.
-func (gs *groups) createConsumer(name string) (*consumerGroup, *kerr.Error) {
+func (gs *Groups) createConsumer(name string) (*consumerGroup, *kerr.Error) {
 	for {
 		gs.mu.Lock()
 		g := gs.consumer[name]
@@ -262,7 +262,7 @@ func (gs *groups) createConsumer(name string) (*consumerGroup, *kerr.Error) {
 			g = &consumerGroup{
 				name: name, gs: gs,
 				members: map[string]*consumerMember{}, static: map[string]string{},
-				target: map[string]tpSet{}, owner: map[tp]string{},
+				target: map[string]tpSet{}, owner: map[TopicPartition]string{},
 			}
 			gs.consumer[name] = g
 		}
@@ -275,8 +275,8 @@ func (gs *groups) createConsumer(name string) (*consumerGroup, *kerr.Error) {
 	}
 }
 
-// isConsumerGroup reports whether name is a live consumer group.
-func (gs *groups) isConsumerGroup(name string) bool {
+// IsConsumerGroup reports whether name is a live consumer group.
+func (gs *Groups) IsConsumerGroup(name string) bool {
 	g := gs.lookupConsumer(name)
 	if g == nil {
 		return false
@@ -285,27 +285,28 @@ func (gs *groups) isConsumerGroup(name string) bool {
 	return true
 }
 
-// consumerHeartbeatRequest is a ConsumerGroupHeartbeat, validated.
-type consumerHeartbeatRequest struct {
+// ConsumerHeartbeatRequest is a ConsumerGroupHeartbeat the caller has
+// validated as Kafka does, with what the coordinator needs of the connection.
+type ConsumerHeartbeatRequest struct {
 	*kmsg.ConsumerGroupHeartbeatRequest
-	clientID, clientHost string
-	re                   *regexp.Regexp // compiled SubscribedTopicRegex
+	ClientID, ClientHost string
+	Regex                *regexp.Regexp // compiled SubscribedTopicRegex (CompileSubscription)
 }
 
 // consumerSessionTimeout is how long a consumer-group member may go without
 // a heartbeat.
-func (gs *groups) consumerSessionTimeout() time.Duration {
-	if gs.cfg.consumerSessionTimeout > 0 {
-		return gs.cfg.consumerSessionTimeout
+func (gs *Groups) consumerSessionTimeout() time.Duration {
+	if gs.cfg.ConsumerSessionTimeout > 0 {
+		return gs.cfg.ConsumerSessionTimeout
 	}
 	return consumerSessionTimeout
 }
 
-// consumerHeartbeat handles a validated ConsumerGroupHeartbeat.
-func (gs *groups) consumerHeartbeat(req consumerHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+// ConsumerHeartbeat handles a validated ConsumerGroupHeartbeat.
+func (gs *Groups) ConsumerHeartbeat(req ConsumerHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
 	resp.HeartbeatIntervalMillis = int32(consumerHeartbeatInterval / time.Millisecond)
 	var g *consumerGroup
-	if req.MemberEpoch == joinEpoch {
+	if req.MemberEpoch == JoinEpoch {
 		var err *kerr.Error
 		if g, err = gs.createConsumer(req.Group); err != nil {
 			resp.ErrorCode = err.Code
@@ -324,11 +325,11 @@ func (gs *groups) consumerHeartbeat(req consumerHeartbeatRequest, resp *kmsg.Con
 	}
 }
 
-func (g *consumerGroup) heartbeat(req consumerHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) *kerr.Error {
+func (g *consumerGroup) heartbeat(req ConsumerHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) *kerr.Error {
 	switch req.MemberEpoch {
-	case leaveEpoch, staticLeaveEpoch:
+	case LeaveEpoch, StaticLeaveEpoch:
 		return g.leave(req, resp)
-	case joinEpoch:
+	case JoinEpoch:
 		if err := g.join(req); err != nil {
 			return err
 		}
@@ -340,12 +341,12 @@ func (g *consumerGroup) heartbeat(req consumerHeartbeatRequest, resp *kmsg.Consu
 		}
 		return kerr.UnknownMemberID
 	}
-	if req.MemberEpoch != joinEpoch {
+	if req.MemberEpoch != JoinEpoch {
 		if err := m.validateEpoch(req.MemberEpoch, req.Topics); err != nil {
 			return err
 		}
 	}
-	m.clientID, m.clientHost = req.clientID, req.clientHost
+	m.clientID, m.clientHost = req.ClientID, req.ClientHost
 	if req.RackID != nil {
 		m.rackID = req.RackID
 	}
@@ -368,7 +369,7 @@ func (g *consumerGroup) heartbeat(req consumerHeartbeatRequest, resp *kmsg.Consu
 	resp.MemberID = kmsg.StringPtr(m.id)
 	resp.MemberEpoch = m.epoch
 	full := req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
-	if req.MemberEpoch == joinEpoch || full || !before.equal(m.assigned) {
+	if req.MemberEpoch == JoinEpoch || full || !before.equal(m.assigned) {
 		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
 		m.assigned.byTopic(func(id [16]byte, parts []int32) {
 			t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
@@ -407,7 +408,7 @@ func (m *consumerMember) validateEpoch(epoch int32, owned []kmsg.ConsumerGroupHe
 // it starts over. A static member takes over the assignment of the member
 // that left with epoch -2 under its instance id; while that member is
 // still in the group the instance id is UNRELEASED_INSTANCE_ID.
-func (g *consumerGroup) join(req consumerHeartbeatRequest) *kerr.Error {
+func (g *consumerGroup) join(req ConsumerHeartbeatRequest) *kerr.Error {
 	var inherit *consumerMember
 	if req.InstanceID != nil {
 		if old := g.members[g.static[*req.InstanceID]]; old != nil && old.id != req.MemberID {
@@ -428,9 +429,9 @@ func (g *consumerGroup) join(req consumerHeartbeatRequest) *kerr.Error {
 	}
 	m := &consumerMember{
 		id: req.MemberID, instanceID: req.InstanceID, rackID: req.RackID,
-		clientID: req.clientID, clientHost: req.clientHost,
+		clientID: req.ClientID, clientHost: req.ClientHost,
 		rebalanceTimeout: rebalanceTimeout,
-		assigned:         tpSet{}, revoking: tpSet{}, assignedAt: map[tp]int32{},
+		assigned:         tpSet{}, revoking: tpSet{}, assignedAt: map[TopicPartition]int32{},
 	}
 	g.members[m.id] = m
 	if m.instanceID != nil {
@@ -453,7 +454,7 @@ func (g *consumerGroup) join(req consumerHeartbeatRequest) *kerr.Error {
 
 // updateSubscription applies the subscription fields a heartbeat carries
 // (null means unchanged) and reports whether anything changed.
-func (g *consumerGroup) updateSubscription(m *consumerMember, req consumerHeartbeatRequest) bool {
+func (g *consumerGroup) updateSubscription(m *consumerMember, req ConsumerHeartbeatRequest) bool {
 	changed := false
 	if req.SubscribedTopicNames != nil {
 		names := slices.Clone(req.SubscribedTopicNames)
@@ -464,7 +465,7 @@ func (g *consumerGroup) updateSubscription(m *consumerMember, req consumerHeartb
 		}
 	}
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
-		m.regex, m.re, changed = *req.SubscribedTopicRegex, req.re, true
+		m.regex, m.re, changed = *req.SubscribedTopicRegex, req.Regex, true
 		if m.regex == "" {
 			m.re = nil
 		}
@@ -478,7 +479,7 @@ func (g *consumerGroup) updateSubscription(m *consumerMember, req consumerHeartb
 // leave handles epochs -1 and -2. A static member leaving with -2 keeps its
 // partitions until it is replaced or its session expires, so a restart of
 // it moves nothing; everyone else leaves at once.
-func (g *consumerGroup) leave(req consumerHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) *kerr.Error {
+func (g *consumerGroup) leave(req ConsumerHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) *kerr.Error {
 	m := g.members[req.MemberID]
 	if m == nil {
 		if req.InstanceID != nil && g.static[*req.InstanceID] != "" {
@@ -488,7 +489,7 @@ func (g *consumerGroup) leave(req consumerHeartbeatRequest, resp *kmsg.ConsumerG
 	}
 	resp.MemberID = kmsg.StringPtr(m.id)
 	resp.MemberEpoch = req.MemberEpoch
-	if req.MemberEpoch == staticLeaveEpoch && m.instanceID != nil {
+	if req.MemberEpoch == StaticLeaveEpoch && m.instanceID != nil {
 		m.left = true
 		m.revocation.stop()
 		g.scheduleSession(m)
@@ -548,12 +549,12 @@ func (g *consumerGroup) bump(reason string) {
 // deleted) and recomputes the target when the epoch moved. Kafka refreshes
 // on metadata updates; here every heartbeat looks.
 func (g *consumerGroup) refresh() {
-	topics := g.gs.topicMetas()
+	topics := g.gs.topics()
 	var subscribed []string
 	for _, t := range topics {
 		for _, m := range g.members {
-			if m.subscribes(t.name) {
-				subscribed = append(subscribed, fmt.Sprintf("%s/%x/%d", t.name, t.id, t.partitions))
+			if m.subscribes(t.Name) {
+				subscribed = append(subscribed, fmt.Sprintf("%s/%x/%d", t.Name, t.ID, t.Partitions))
 				break
 			}
 		}
@@ -633,7 +634,7 @@ func (g *consumerGroup) nextAssignment(m *consumerMember, owned tpSet) {
 			revoke[p] = struct{}{}
 		}
 	}
-	var free []tp
+	var free []TopicPartition
 	unreleased := false
 	for p := range target {
 		if m.assigned.has(p) {
@@ -698,22 +699,22 @@ func (g *group) killLocked() {
 	g.transition(groupDead)
 }
 
-// topicMetas snapshots the catalog for the assignors.
-func (gs *groups) topicMetas() []topicMeta {
-	if gs.topics == nil {
+// topics lists the topics there are, for the assignors.
+func (gs *Groups) topics() []Topic {
+	if gs.cfg.Topics == nil {
 		return nil
 	}
-	return gs.topics()
+	return gs.cfg.Topics()
 }
 
-// consumerCommitAllowed is ConsumerGroup.validateOffsetCommit. It returns
+// ConsumerCommitAllowed is ConsumerGroup.validateOffsetCommit. It returns
 // false when name is not a consumer group (the classic rules apply). A
 // commit without a member (epoch < 0) is accepted only while the group is
 // empty; a member must commit with OffsetCommit v9+ and its current epoch.
 // A member one or more epochs behind may still commit partitions it has
 // owned since that epoch (Kafka 4.3+, KIP-1251), which spares clients the
 // STALE_MEMBER_EPOCH of a commit racing a reassignment it is not part of.
-func (gs *groups) consumerCommitAllowed(name, memberID string, epoch int32, version int16, parts []tp) (bool, *kerr.Error) {
+func (gs *Groups) ConsumerCommitAllowed(name, memberID string, epoch int32, version int16, parts []TopicPartition) (bool, *kerr.Error) {
 	g := gs.lookupConsumer(name)
 	if g == nil {
 		return false, nil
@@ -744,10 +745,10 @@ func (gs *groups) consumerCommitAllowed(name, memberID string, epoch int32, vers
 	return true, nil
 }
 
-// consumerFetchAllowed is ConsumerGroup.validateOffsetFetch for OffsetFetch
+// ConsumerFetchAllowed is ConsumerGroup.validateOffsetFetch for OffsetFetch
 // v9+: a request naming a member must carry its current epoch. Requests
 // without a member (admin tools) are always allowed.
-func (gs *groups) consumerFetchAllowed(name, memberID string, epoch int32) *kerr.Error {
+func (gs *Groups) ConsumerFetchAllowed(name, memberID string, epoch int32) *kerr.Error {
 	if epoch < 0 && memberID == "" {
 		return nil
 	}
@@ -768,7 +769,7 @@ func (gs *groups) consumerFetchAllowed(name, memberID string, epoch int32) *kerr
 
 // consumerSubscribed reports whether a member of consumer group name
 // subscribes to topic; ok is false for a name that is no consumer group.
-func (gs *groups) consumerSubscribed(name, topic string) (subscribed, ok bool) {
+func (gs *Groups) consumerSubscribed(name, topic string) (subscribed, ok bool) {
 	g := gs.lookupConsumer(name)
 	if g == nil {
 		return false, false
@@ -784,7 +785,7 @@ func (gs *groups) consumerSubscribed(name, topic string) (subscribed, ok bool) {
 
 // deleteConsumer deletes an Empty consumer group; ok is false when name is
 // no consumer group.
-func (gs *groups) deleteConsumer(name string) (ok bool, err *kerr.Error) {
+func (gs *Groups) deleteConsumer(name string) (ok bool, err *kerr.Error) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.consumer[name]
@@ -802,27 +803,27 @@ func (gs *groups) deleteConsumer(name string) (ok bool, err *kerr.Error) {
 }
 
 // consumerListings are the ListGroups entries of the consumer groups.
-func (gs *groups) consumerListings() []groupListing {
+func (gs *Groups) consumerListings() []GroupListing {
 	gs.mu.Lock()
 	all := make([]*consumerGroup, 0, len(gs.consumer))
 	for _, g := range gs.consumer {
 		all = append(all, g)
 	}
 	gs.mu.Unlock()
-	var out []groupListing
+	var out []GroupListing
 	for _, g := range all {
 		g.mu.Lock()
 		if !g.dead {
-			out = append(out, groupListing{name: g.name, protocolType: "consumer", groupType: "consumer", stateName: g.state()})
+			out = append(out, GroupListing{Name: g.name, ProtocolType: "consumer", Type: "consumer", State: g.state()})
 		}
 		g.mu.Unlock()
 	}
 	return out
 }
 
-// describeConsumer fills a ConsumerGroupDescribe answer for one group;
+// DescribeConsumer fills a ConsumerGroupDescribe answer for one group;
 // false when name is no consumer group.
-func (gs *groups) describeConsumer(name string, names func([16]byte) string, out *kmsg.ConsumerGroupDescribeResponseGroup) bool {
+func (gs *Groups) DescribeConsumer(name string, names func([16]byte) string, out *kmsg.ConsumerGroupDescribeResponseGroup) bool {
 	g := gs.lookupConsumer(name)
 	if g == nil {
 		return false
@@ -869,16 +870,16 @@ func describeAssignment(s tpSet, names func([16]byte) string) kmsg.Assignment {
 	return a
 }
 
-// compileSubscription compiles a SubscribedTopicRegex. Kafka uses RE2/J
+// CompileSubscription compiles a SubscribedTopicRegex. Kafka uses RE2/J
 // and matches whole topic names, so the pattern is anchored.
-func compileSubscription(re string) (*regexp.Regexp, error) {
+func CompileSubscription(re string) (*regexp.Regexp, error) {
 	return regexp.Compile(`^(?:` + re + `)$`)
 }
 
 // dropEmptyConsumerLocked makes way for a classic group named name: an
 // Empty consumer group is deleted (its offsets stay), one with members is
 // kept and false returned. The caller holds gs.mu.
-func (gs *groups) dropEmptyConsumerLocked(name string) bool {
+func (gs *Groups) dropEmptyConsumerLocked(name string) bool {
 	g := gs.consumer[name]
 	if g == nil {
 		return true

@@ -1,4 +1,4 @@
-package broker
+package coordinator
 
 import (
 	"io"
@@ -10,14 +10,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func testConsumerGroups(session time.Duration) *groups {
-	gs := newGroups(groupConfig{maxSize: 1 << 30, consumerSessionTimeout: session},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	gs.topics = func() []topicMeta { return []topicMeta{{name: "t", id: [16]byte{9}, partitions: 4}} }
-	return gs
+func testConsumerGroups(session time.Duration) (*Groups, *fakeClock) {
+	clk := &fakeClock{}
+	return New(Config{
+		MaxSize:                1 << 30,
+		ConsumerSessionTimeout: session,
+		Topics:                 func() []Topic { return []Topic{{Name: "t", ID: [16]byte{9}, Partitions: 4}} },
+		Clock:                  clk,
+	}, slog.New(slog.NewTextHandler(io.Discard, nil))), clk
 }
 
-func heartbeat848(gs *groups, member string, epoch int32, instance *string) *kmsg.ConsumerGroupHeartbeatResponse {
+func heartbeat848(gs *Groups, member string, epoch int32, instance *string) *kmsg.ConsumerGroupHeartbeatResponse {
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = "g", member, epoch, instance
 	if epoch == 0 {
@@ -26,7 +29,7 @@ func heartbeat848(gs *groups, member string, epoch int32, instance *string) *kms
 		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	}
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	gs.consumerHeartbeat(consumerHeartbeatRequest{ConsumerGroupHeartbeatRequest: req, clientID: "c", clientHost: "/127.0.0.1"}, resp)
+	gs.ConsumerHeartbeat(ConsumerHeartbeatRequest{ConsumerGroupHeartbeatRequest: req, ClientID: "c", ClientHost: "/127.0.0.1"}, resp)
 	return resp
 }
 
@@ -44,12 +47,18 @@ func assignedCount(resp *kmsg.ConsumerGroupHeartbeatResponse) int {
 // A KIP-848 member that stops heartbeating is removed after the session
 // timeout (group.consumer.session.timeout.ms).
 func TestConsumerMemberSessionExpiry(t *testing.T) {
-	gs := testConsumerGroups(50 * time.Millisecond)
+	const session = 50 * time.Millisecond
+	gs, clk := testConsumerGroups(session)
 	r := heartbeat848(gs, "m1", 0, nil)
 	if r.ErrorCode != 0 || r.MemberEpoch != 1 || assignedCount(r) != 4 {
 		t.Fatalf("join: error %d epoch %d assigned %d", r.ErrorCode, r.MemberEpoch, assignedCount(r))
 	}
-	time.Sleep(200 * time.Millisecond)
+	clk.Advance(session - time.Millisecond)
+	var d kmsg.ConsumerGroupDescribeResponseGroup
+	if !gs.DescribeConsumer("g", func([16]byte) string { return "t" }, &d) || len(d.Members) != 1 {
+		t.Fatalf("member gone before its session timeout: %+v", d)
+	}
+	clk.Advance(time.Millisecond)
 	if r := heartbeat848(gs, "m1", 1, nil); r.ErrorCode != kerr.UnknownMemberID.Code {
 		t.Fatalf("heartbeat after the session expired: error %d", r.ErrorCode)
 	}
@@ -59,7 +68,7 @@ func TestConsumerMemberSessionExpiry(t *testing.T) {
 // replacement with the same instance id; while it is still there, another
 // member with that instance id is refused.
 func TestConsumerStaticMemberTakeover(t *testing.T) {
-	gs := testConsumerGroups(time.Minute)
+	gs, _ := testConsumerGroups(time.Minute)
 	inst := kmsg.StringPtr("instance-1")
 	r := heartbeat848(gs, "m1", 0, inst)
 	if r.ErrorCode != 0 || assignedCount(r) != 4 {

@@ -1,4 +1,4 @@
-package broker
+package coordinator
 
 // The classic consumer-group coordinator (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup and the group side of OffsetCommit), following Apache Kafka's
@@ -36,31 +36,45 @@ import (
 // session timer cannot run while it has no member id to heartbeat with.
 const newMemberJoinTimeout = 5 * time.Minute
 
-// groupConfig holds the broker settings the coordinator uses.
-type groupConfig struct {
-	initialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
-	minSessionTimeout     time.Duration // group.min.session.timeout.ms
-	maxSessionTimeout     time.Duration // group.max.session.timeout.ms
-	maxSize               int           // group.max.size
+// Config holds the broker settings the coordinator uses, and what it needs
+// from the rest of the broker.
+type Config struct {
+	InitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
+	MinSessionTimeout     time.Duration // group.min.session.timeout.ms
+	MaxSessionTimeout     time.Duration // group.max.session.timeout.ms
+	MaxSize               int           // group.max.size
 	// group.consumer.session.timeout.ms (KIP-848 groups); zero: Kafka's 45 s
-	consumerSessionTimeout time.Duration
+	ConsumerSessionTimeout time.Duration
+
+	// Topics lists the topics that exist, for the consumer-group
+	// assignors. It runs under a group's lock, so it must not call back
+	// into the coordinator. Nil: no topics.
+	Topics func() []Topic
+	// Clock runs the session, rebalance and delay timers; nil: the real
+	// clock. Tests pass a fake one to step through timeouts.
+	Clock Clock
 }
 
-// groups is the coordinator for every group: classic groups here, consumer
+// Groups is the coordinator for every group: classic groups here, consumer
 // groups (KIP-848) in consumer_groups.go. One group id names one group of
 // either kind; gs.mu guards both maps, and is taken before any group's lock.
-type groups struct {
-	cfg    groupConfig
-	log    *slog.Logger
-	topics func() []topicMeta // the catalog, for the consumer-group assignors
+type Groups struct {
+	cfg   Config
+	log   *slog.Logger
+	clock Clock
 
 	mu       sync.Mutex
 	all      map[string]*group
 	consumer map[string]*consumerGroup
 }
 
-func newGroups(cfg groupConfig, log *slog.Logger) *groups {
-	return &groups{cfg: cfg, log: log, all: map[string]*group{}, consumer: map[string]*consumerGroup{}}
+// New returns a coordinator with no groups.
+func New(cfg Config, log *slog.Logger) *Groups {
+	clock := cfg.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	return &Groups{cfg: cfg, log: log, clock: clock, all: map[string]*group{}, consumer: map[string]*consumerGroup{}}
 }
 
 type groupState int8
@@ -89,10 +103,10 @@ func (s groupState) String() string {
 	}
 }
 
-// protocol is one assignor a member supports, with its metadata.
-type protocol struct {
-	name     string
-	metadata []byte
+// Protocol is one assignor a member supports, with its metadata.
+type Protocol struct {
+	Name     string
+	Metadata []byte
 }
 
 type member struct {
@@ -101,13 +115,13 @@ type member struct {
 	clientID         string
 	clientHost       string
 	protocolType     string
-	protocols        []protocol // in the member's order of preference
+	protocols        []Protocol // in the member's order of preference
 	rebalanceTimeout time.Duration
 	sessionTimeout   time.Duration
 	assignment       []byte
 	isNew            bool            // joined, first JoinGroup not yet answered
-	joinWait         chan joinResult // non-nil while a JoinGroup waits
-	syncWait         chan syncResult // non-nil while a SyncGroup waits
+	joinWait         chan JoinResult // non-nil while a JoinGroup waits
+	syncWait         chan SyncResult // non-nil while a SyncGroup waits
 	heartbeat        timer           // session expiry
 }
 
@@ -115,16 +129,16 @@ func (m *member) awaitingJoin() bool { return m.joinWait != nil }
 func (m *member) awaitingSync() bool { return m.syncWait != nil }
 
 // sameProtocols reports whether a rejoin changes nothing the leader assigned from.
-func (m *member) sameProtocols(ps []protocol) bool {
-	return slices.EqualFunc(m.protocols, ps, func(a, b protocol) bool {
-		return a.name == b.name && bytes.Equal(a.metadata, b.metadata)
+func (m *member) sameProtocols(ps []Protocol) bool {
+	return slices.EqualFunc(m.protocols, ps, func(a, b Protocol) bool {
+		return a.Name == b.Name && bytes.Equal(a.Metadata, b.Metadata)
 	})
 }
 
 func (m *member) metadataFor(name string) []byte {
 	for _, p := range m.protocols {
-		if p.name == name {
-			return p.metadata
+		if p.Name == name {
+			return p.Metadata
 		}
 	}
 	return nil
@@ -132,7 +146,7 @@ func (m *member) metadataFor(name string) []byte {
 
 type group struct {
 	name string
-	gs   *groups
+	gs   *Groups
 
 	mu           sync.Mutex
 	state        groupState
@@ -153,30 +167,12 @@ type group struct {
 	syncTimer      timer           // pending-sync expiry
 }
 
-// timer is a rescheduleable callback run under the group's lock. Stopping
-// or rescheduling changes its token, so a callback that already fired and
-// waits for the lock sees it lost and does nothing.
-type timer struct {
-	t     *time.Timer
-	token uint64
-}
-
-func (t *timer) stop() {
-	t.token++
-	if t.t != nil {
-		t.t.Stop()
-		t.t = nil
-	}
-}
-
-func (t *timer) active() bool { return t.t != nil }
-
 // schedule runs fn under g.mu after d unless tm is stopped or rescheduled
 // first, or the group died.
 func (g *group) schedule(tm *timer, d time.Duration, fn func()) {
 	tm.stop()
 	token := tm.token
-	tm.t = time.AfterFunc(d, func() {
+	tm.t = g.gs.clock.AfterFunc(d, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if tm.token != token || g.state == groupDead {
@@ -187,65 +183,67 @@ func (g *group) schedule(tm *timer, d time.Duration, fn func()) {
 	})
 }
 
-// joinRequest is a JoinGroup as the coordinator sees it.
-type joinRequest struct {
-	group                string
-	memberID             string
-	instanceID           *string
-	clientID, clientHost string
-	protocolType         string
-	protocols            []protocol
-	sessionTimeout       time.Duration
-	rebalanceTimeout     time.Duration
-	requireKnownMemberID bool // v4+: a new dynamic member first gets MEMBER_ID_REQUIRED
-	reason               string
+// JoinRequest is a JoinGroup as the coordinator sees it.
+type JoinRequest struct {
+	Group                string
+	MemberID             string
+	InstanceID           *string
+	ClientID, ClientHost string
+	ProtocolType         string
+	Protocols            []Protocol // owned by the coordinator once passed
+	SessionTimeout       time.Duration
+	RebalanceTimeout     time.Duration
+	RequireKnownMemberID bool // v4+: a new dynamic member first gets MEMBER_ID_REQUIRED
+	Reason               string
 }
 
-// joinResult is a JoinGroup answer; the handler encodes it per version.
-type joinResult struct {
-	err            *kerr.Error
-	memberID       string
-	generation     int32
-	protocolType   *string
-	protocol       *string
-	leader         string
-	skipAssignment bool
-	members        []joinMember // only for the leader
+// JoinResult is a JoinGroup answer; the handler encodes it per version.
+type JoinResult struct {
+	Err            *kerr.Error
+	MemberID       string
+	Generation     int32
+	ProtocolType   *string
+	Protocol       *string
+	Leader         string
+	SkipAssignment bool
+	Members        []JoinMember // only for the leader
 }
 
-type joinMember struct {
-	memberID   string
-	instanceID *string
-	metadata   []byte
+// JoinMember is one member as the leader's JoinGroup answer lists it.
+type JoinMember struct {
+	MemberID   string
+	InstanceID *string
+	Metadata   []byte
 }
 
-func joinError(err *kerr.Error, memberID string) joinResult {
-	return joinResult{err: err, memberID: memberID, generation: -1}
+func joinError(err *kerr.Error, memberID string) JoinResult {
+	return JoinResult{Err: err, MemberID: memberID, Generation: -1}
 }
 
-// syncRequest is a SyncGroup as the coordinator sees it.
-type syncRequest struct {
-	group        string
-	memberID     string
-	instanceID   *string
-	generation   int32
-	protocolType *string // v5+
-	protocol     *string // v5+
-	assignments  map[string][]byte
+// SyncRequest is a SyncGroup as the coordinator sees it.
+type SyncRequest struct {
+	Group        string
+	MemberID     string
+	InstanceID   *string
+	Generation   int32
+	ProtocolType *string           // v5+
+	Protocol     *string           // v5+
+	Assignments  map[string][]byte // owned by the coordinator once passed
 }
 
-type syncResult struct {
-	err          *kerr.Error
-	protocolType *string
-	protocol     *string
-	assignment   []byte
+// SyncResult is a SyncGroup answer.
+type SyncResult struct {
+	Err          *kerr.Error
+	ProtocolType *string
+	Protocol     *string
+	Assignment   []byte
 }
 
 // lookup returns the live group locked, or nil. A group deleted between the
 // map lookup and the lock is out of the map by then, so the retry ends.
 // Creating a classic group replaces an Empty consumer group of that name
 // (as Kafka does), but not one with members: then lookup returns nil.
-func (gs *groups) lookup(name string, create bool) *group {
+func (gs *Groups) lookup(name string, create bool) *group {
 	for {
 		gs.mu.Lock()
 		g := gs.all[name]
@@ -269,7 +267,7 @@ func (gs *groups) lookup(name string, create bool) *group {
 	}
 }
 
-func (gs *groups) newGroup(name string) *group {
+func (gs *Groups) newGroup(name string) *group {
 	return &group{
 		name:    name,
 		gs:      gs,
@@ -279,16 +277,16 @@ func (gs *groups) newGroup(name string) *group {
 	}
 }
 
-// exists reports whether the coordinator knows group (in any live state).
-func (gs *groups) exists(group string) bool {
+// Exists reports whether the coordinator knows group (in any live state).
+func (gs *Groups) Exists(group string) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	return gs.all[group] != nil || gs.consumer[group] != nil
 }
 
-// subscribed reports whether a live consumer-protocol member of group
+// Subscribed reports whether a live consumer-protocol member of group
 // subscribes to topic (OffsetDelete refuses to delete such offsets).
-func (gs *groups) subscribed(group, topic string) bool {
+func (gs *Groups) Subscribed(group, topic string) bool {
 	if sub, ok := gs.consumerSubscribed(group, topic); ok {
 		return sub
 	}
@@ -314,15 +312,15 @@ func (gs *groups) subscribed(group, topic string) bool {
 	return false
 }
 
-// ensure creates group in the Empty state if it does not exist, for groups
+// Ensure creates group in the Empty state if it does not exist, for groups
 // known only from their committed offsets.
-func (gs *groups) ensure(group string) {
+func (gs *Groups) Ensure(group string) {
 	if g := gs.lookup(group, true); g != nil {
 		g.mu.Unlock()
 	}
 }
 
-// commitAllowed applies Kafka's OffsetCommit rules for classic groups
+// CommitAllowed applies Kafka's OffsetCommit rules for classic groups
 // (ClassicGroup.validateOffsetCommit). A "simple" commit (generation < 0,
 // no member id, no instance id) is allowed when the group is Empty or
 // unknown, and creates it Empty. Otherwise the member must exist
@@ -333,7 +331,7 @@ func (gs *groups) ensure(group string) {
 // An unknown group with generation >= 0 gets GROUP_ID_NOT_FOUND; Kafka
 // answers that from OffsetCommit v9 and ILLEGAL_GENERATION below, which the
 // caller maps.
-func (gs *groups) commitAllowed(group, memberID string, instanceID *string, generation int32) error {
+func (gs *Groups) CommitAllowed(group, memberID string, instanceID *string, generation int32) error {
 	simple := generation < 0 && memberID == "" && instanceID == nil
 	g := gs.lookup(group, generation < 0)
 	if g == nil {
@@ -380,29 +378,35 @@ func (g *group) validateMember(memberID string, instanceID *string) *kerr.Error 
 	return nil
 }
 
-// join handles JoinGroup; it waits, while ctx lasts, for the rebalance when
-// the member has to.
-func (gs *groups) join(ctx context.Context, req joinRequest) (joinResult, error) {
-	if req.group == "" {
-		return joinError(kerr.InvalidGroupID, req.memberID), nil
+// Join handles JoinGroup; it waits, while ctx lasts, for the rebalance when
+// the member has to. The error is ctx's, when it ended first.
+func (gs *Groups) Join(ctx context.Context, req JoinRequest) (JoinResult, error) {
+	res, wait := gs.join(req)
+	return answer(ctx, res, wait)
+}
+
+// join enters req into its group; a non-nil channel means the answer will
+// come there. Split from Join so tests can order joins without goroutines.
+func (gs *Groups) join(req JoinRequest) (JoinResult, chan JoinResult) {
+	if req.Group == "" {
+		return joinError(kerr.InvalidGroupID, req.MemberID), nil
 	}
-	if req.sessionTimeout < gs.cfg.minSessionTimeout || req.sessionTimeout > gs.cfg.maxSessionTimeout {
-		return joinError(kerr.InvalidSessionTimeout, req.memberID), nil
+	if req.SessionTimeout < gs.cfg.MinSessionTimeout || req.SessionTimeout > gs.cfg.MaxSessionTimeout {
+		return joinError(kerr.InvalidSessionTimeout, req.MemberID), nil
 	}
 	// Only a member without an id may create the group.
-	g := gs.lookup(req.group, req.memberID == "")
+	g := gs.lookup(req.Group, req.MemberID == "")
 	if g == nil {
-		if req.memberID == "" {
+		if req.MemberID == "" {
 			// A consumer group with members has the id. Kafka would
 			// let a classic member join it (online migration); we
 			// do not mix protocols in one group.
 			return joinError(kerr.InconsistentGroupProtocol, ""), nil
 		}
-		return joinError(kerr.UnknownMemberID, req.memberID), nil
+		return joinError(kerr.UnknownMemberID, req.MemberID), nil
 	}
-	res, wait := g.join(req)
-	g.mu.Unlock()
-	return answer(ctx, res, wait)
+	defer g.mu.Unlock()
+	return g.join(req)
 }
 
 // answer is res, or — when the group parked the request on wait — what
@@ -422,23 +426,23 @@ func answer[T any](ctx context.Context, res T, wait chan T) (T, error) {
 }
 
 // join runs under g.mu; a non-nil channel means "wait for the answer".
-func (g *group) join(req joinRequest) (joinResult, chan joinResult) {
-	if !g.acceptJoining(req.memberID) {
-		g.remove(req.memberID)
+func (g *group) join(req JoinRequest) (JoinResult, chan JoinResult) {
+	if !g.acceptJoining(req.MemberID) {
+		g.remove(req.MemberID)
 		g.maybeCompleteJoin()
 		return joinError(kerr.GroupMaxSizeReached, ""), nil
 	}
-	if !g.supportsProtocols(req.protocolType, req.protocols) {
-		return joinError(kerr.InconsistentGroupProtocol, req.memberID), nil
+	if !g.supportsProtocols(req.ProtocolType, req.Protocols) {
+		return joinError(kerr.InconsistentGroupProtocol, req.MemberID), nil
 	}
-	if req.memberID == "" {
+	if req.MemberID == "" {
 		return g.joinNew(req)
 	}
 	return g.joinExisting(req)
 }
 
 func (g *group) acceptJoining(memberID string) bool {
-	max := g.gs.cfg.maxSize
+	max := g.gs.cfg.MaxSize
 	switch g.state {
 	case groupPreparingRebalance:
 		if m := g.members[memberID]; m != nil && m.awaitingJoin() {
@@ -455,7 +459,7 @@ func (g *group) acceptJoining(memberID string) bool {
 // supportsProtocols: an Empty group takes any non-empty protocol list; a
 // group with members only a member of the same protocol type offering at
 // least one protocol every member supports.
-func (g *group) supportsProtocols(protocolType string, ps []protocol) bool {
+func (g *group) supportsProtocols(protocolType string, ps []Protocol) bool {
 	if g.state == groupEmpty {
 		return protocolType != "" && len(ps) > 0
 	}
@@ -463,7 +467,7 @@ func (g *group) supportsProtocols(protocolType string, ps []protocol) bool {
 		return false
 	}
 	for _, p := range ps {
-		if g.supportedBy(p.name) == len(g.members) {
+		if g.supportedBy(p.Name) == len(g.members) {
 			return true
 		}
 	}
@@ -473,29 +477,29 @@ func (g *group) supportsProtocols(protocolType string, ps []protocol) bool {
 func (g *group) supportedBy(name string) int {
 	n := 0
 	for _, m := range g.members {
-		if slices.ContainsFunc(m.protocols, func(p protocol) bool { return p.name == name }) {
+		if slices.ContainsFunc(m.protocols, func(p Protocol) bool { return p.Name == name }) {
 			n++
 		}
 	}
 	return n
 }
 
-func (g *group) joinNew(req joinRequest) (joinResult, chan joinResult) {
-	id := newMemberID(req.clientID, req.instanceID)
-	if req.instanceID != nil {
-		if old, ok := g.static[*req.instanceID]; ok {
+func (g *group) joinNew(req JoinRequest) (JoinResult, chan JoinResult) {
+	id := NewMemberID(req.ClientID, req.InstanceID)
+	if req.InstanceID != nil {
+		if old, ok := g.static[*req.InstanceID]; ok {
 			return g.replaceStatic(old, id, req)
 		}
 		// Static members skip MEMBER_ID_REQUIRED: their instance id
 		// already identifies them across retries.
 		return g.addMember(id, req)
 	}
-	if req.requireKnownMemberID {
+	if req.RequireKnownMemberID {
 		// Park the id until the member comes back with it; if it never
 		// does, its session timeout forgets it.
 		tm := &timer{}
 		g.pending[id] = tm
-		g.schedule(tm, req.sessionTimeout, func() {
+		g.schedule(tm, req.SessionTimeout, func() {
 			delete(g.pending, id)
 			if g.state == groupPreparingRebalance && g.allJoined() {
 				g.completeJoin()
@@ -506,20 +510,20 @@ func (g *group) joinNew(req joinRequest) (joinResult, chan joinResult) {
 	return g.addMember(id, req)
 }
 
-func (g *group) joinExisting(req joinRequest) (joinResult, chan joinResult) {
-	if tm, ok := g.pending[req.memberID]; ok {
+func (g *group) joinExisting(req JoinRequest) (JoinResult, chan JoinResult) {
+	if tm, ok := g.pending[req.MemberID]; ok {
 		tm.stop()
-		return g.addMember(req.memberID, req)
+		return g.addMember(req.MemberID, req)
 	}
-	if err := g.validateMember(req.memberID, req.instanceID); err != nil {
-		return joinError(err, req.memberID), nil
+	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
+		return joinError(err, req.MemberID), nil
 	}
-	m := g.members[req.memberID]
+	m := g.members[req.MemberID]
 	switch g.state {
 	case groupPreparingRebalance:
 		return g.updateMember(m, req)
 	case groupCompletingRebalance:
-		if m.sameProtocols(req.protocols) {
+		if m.sameProtocols(req.Protocols) {
 			// Probably a retry after a lost response: repeat it.
 			return g.currentJoinResult(m, g.leader == m.id), nil
 		}
@@ -527,25 +531,25 @@ func (g *group) joinExisting(req joinRequest) (joinResult, chan joinResult) {
 	case groupStable:
 		// A leader's rejoin forces a rebalance: that is how it reacts to
 		// changes the members' metadata does not show (new partitions).
-		if g.leader == m.id || !m.sameProtocols(req.protocols) {
+		if g.leader == m.id || !m.sameProtocols(req.Protocols) {
 			return g.updateMember(m, req)
 		}
 		return g.currentJoinResult(m, false), nil
 	default:
-		return joinError(kerr.UnknownMemberID, req.memberID), nil
+		return joinError(kerr.UnknownMemberID, req.MemberID), nil
 	}
 }
 
-func (g *group) currentJoinResult(m *member, withMembers bool) joinResult {
-	r := joinResult{
-		memberID:     m.id,
-		generation:   g.generation,
-		protocolType: g.protocolTypePtr(),
-		protocol:     g.protocolPtr(),
-		leader:       g.leader,
+func (g *group) currentJoinResult(m *member, withMembers bool) JoinResult {
+	r := JoinResult{
+		MemberID:     m.id,
+		Generation:   g.generation,
+		ProtocolType: g.protocolTypePtr(),
+		Protocol:     g.protocolPtr(),
+		Leader:       g.leader,
 	}
 	if withMembers {
-		r.members = g.joinMembers()
+		r.Members = g.joinMembers()
 	}
 	return r
 }
@@ -566,34 +570,34 @@ func (g *group) protocolPtr() *string {
 	return &s
 }
 
-func (g *group) joinMembers() []joinMember {
-	out := make([]joinMember, 0, len(g.members))
+func (g *group) joinMembers() []JoinMember {
+	out := make([]JoinMember, 0, len(g.members))
 	for _, id := range g.order {
 		m := g.members[id]
-		out = append(out, joinMember{memberID: m.id, instanceID: m.instanceID, metadata: m.metadataFor(g.protocol)})
+		out = append(out, JoinMember{MemberID: m.id, InstanceID: m.instanceID, Metadata: m.metadataFor(g.protocol)})
 	}
 	return out
 }
 
 // addMember adds a new member awaiting its JoinGroup answer.
-func (g *group) addMember(id string, req joinRequest) (joinResult, chan joinResult) {
+func (g *group) addMember(id string, req JoinRequest) (JoinResult, chan JoinResult) {
 	m := &member{
 		id:               id,
-		instanceID:       req.instanceID,
-		clientID:         req.clientID,
-		clientHost:       req.clientHost,
-		protocolType:     req.protocolType,
-		protocols:        req.protocols,
-		rebalanceTimeout: req.rebalanceTimeout,
-		sessionTimeout:   req.sessionTimeout,
+		instanceID:       req.InstanceID,
+		clientID:         req.ClientID,
+		clientHost:       req.ClientHost,
+		protocolType:     req.ProtocolType,
+		protocols:        req.Protocols,
+		rebalanceTimeout: req.RebalanceTimeout,
+		sessionTimeout:   req.SessionTimeout,
 		isNew:            true,
-		joinWait:         make(chan joinResult, 1),
+		joinWait:         make(chan JoinResult, 1),
 	}
 	if g.state == groupPreparingRebalance && g.generation == 0 {
 		g.newMemberAdded = true
 	}
 	if len(g.members) == 0 {
-		g.protocolType = req.protocolType
+		g.protocolType = req.ProtocolType
 	}
 	g.members[id] = m
 	g.order = append(g.order, id)
@@ -608,37 +612,37 @@ func (g *group) addMember(id string, req joinRequest) (joinResult, chan joinResu
 	// cannot heartbeat); a client that gave up and retries would leave a
 	// defunct member behind, so new members get a join deadline instead.
 	g.scheduleHeartbeat(m, newMemberJoinTimeout)
-	g.maybeRebalance(fmt.Sprintf("adding member %s; reason: %s", id, req.reason))
-	return joinResult{}, m.joinWait
+	g.maybeRebalance(fmt.Sprintf("adding member %s; reason: %s", id, req.Reason))
+	return JoinResult{}, m.joinWait
 }
 
 // updateMember records a known member's rejoin.
-func (g *group) updateMember(m *member, req joinRequest) (joinResult, chan joinResult) {
-	m.protocols = req.protocols
-	m.rebalanceTimeout = req.rebalanceTimeout
-	m.sessionTimeout = req.sessionTimeout
-	ch := make(chan joinResult, 1)
+func (g *group) updateMember(m *member, req JoinRequest) (JoinResult, chan JoinResult) {
+	m.protocols = req.Protocols
+	m.rebalanceTimeout = req.RebalanceTimeout
+	m.sessionTimeout = req.SessionTimeout
+	ch := make(chan JoinResult, 1)
 	if m.joinWait != nil {
 		// A second JoinGroup from the same member supersedes the first,
 		// which Kafka also answers this way.
 		m.joinWait <- joinError(kerr.RebalanceInProgress, m.id)
 	}
 	m.joinWait = ch
-	g.maybeRebalance(fmt.Sprintf("member %s rejoined; reason: %s", m.id, req.reason))
-	return joinResult{}, ch
+	g.maybeRebalance(fmt.Sprintf("member %s rejoined; reason: %s", m.id, req.Reason))
+	return JoinResult{}, ch
 }
 
 // replaceStatic hands a static member's place to a new member id: the old
 // id is fenced, the assignment kept, and a stable group does not rebalance
 // unless the selected protocol would change (KIP-345).
-func (g *group) replaceStatic(oldID, newID string, req joinRequest) (joinResult, chan joinResult) {
+func (g *group) replaceStatic(oldID, newID string, req JoinRequest) (JoinResult, chan JoinResult) {
 	old := g.members[oldID]
 	if old.joinWait != nil {
 		old.joinWait <- joinError(kerr.FencedInstanceID, oldID)
 		old.joinWait = nil
 	}
 	if old.syncWait != nil {
-		old.syncWait <- syncResult{err: kerr.FencedInstanceID}
+		old.syncWait <- SyncResult{Err: kerr.FencedInstanceID}
 		old.syncWait = nil
 	}
 	old.heartbeat.stop()
@@ -648,11 +652,11 @@ func (g *group) replaceStatic(oldID, newID string, req joinRequest) (joinResult,
 		clientID:         old.clientID,
 		clientHost:       old.clientHost,
 		protocolType:     old.protocolType,
-		protocols:        req.protocols,
-		rebalanceTimeout: req.rebalanceTimeout,
-		sessionTimeout:   req.sessionTimeout,
+		protocols:        req.Protocols,
+		rebalanceTimeout: req.RebalanceTimeout,
+		sessionTimeout:   req.SessionTimeout,
 		assignment:       old.assignment,
-		joinWait:         make(chan joinResult, 1),
+		joinWait:         make(chan JoinResult, 1),
 	}
 	delete(g.members, oldID)
 	g.members[newID] = m
@@ -664,7 +668,7 @@ func (g *group) replaceStatic(oldID, newID string, req joinRequest) (joinResult,
 		delete(g.pendingSync, oldID)
 		g.pendingSync[newID] = true
 	}
-	g.static[*req.instanceID] = newID
+	g.static[*req.InstanceID] = newID
 	g.scheduleHeartbeat(m, m.sessionTimeout)
 
 	switch g.state {
@@ -673,7 +677,7 @@ func (g *group) replaceStatic(oldID, newID string, req joinRequest) (joinResult,
 			r := g.currentJoinResult(m, g.leader == newID)
 			// The leader already assigned this generation; it must not
 			// run its assignor again with the new id (KIP-814).
-			r.skipAssignment = g.leader == newID
+			r.SkipAssignment = g.leader == newID
 			m.joinWait = nil
 			return r, nil
 		}
@@ -684,7 +688,7 @@ func (g *group) replaceStatic(oldID, newID string, req joinRequest) (joinResult,
 	default:
 		g.maybeCompleteJoin()
 	}
-	return joinResult{}, m.joinWait
+	return JoinResult{}, m.joinWait
 }
 
 // maybeRebalance starts a rebalance, or finishes the join phase when one is
@@ -711,7 +715,7 @@ func (g *group) prepareRebalance(reason string) {
 		// A new group waits group.initial.rebalance.delay.ms, extended
 		// while members keep arriving, up to the rebalance timeout, so
 		// consumers started together land in one generation.
-		delay := g.gs.cfg.initialRebalanceDelay
+		delay := g.gs.cfg.InitialRebalanceDelay
 		g.scheduleInitial(delay, max(g.rebalanceTimeout()-delay, 0))
 		return
 	}
@@ -726,7 +730,7 @@ func (g *group) scheduleInitial(delay, remaining time.Duration) {
 	g.schedule(&g.joinTimer, delay, func() {
 		if g.newMemberAdded && remaining > 0 {
 			g.newMemberAdded = false
-			next := min(g.gs.cfg.initialRebalanceDelay, remaining)
+			next := min(g.gs.cfg.InitialRebalanceDelay, remaining)
 			g.scheduleInitial(next, max(remaining-delay, 0))
 			return
 		}
@@ -843,16 +847,16 @@ func (g *group) selectProtocol() string {
 	candidates := map[string]bool{}
 	for _, m := range g.members {
 		for _, p := range m.protocols {
-			if g.supportedBy(p.name) == len(g.members) {
-				candidates[p.name] = true
+			if g.supportedBy(p.Name) == len(g.members) {
+				candidates[p.Name] = true
 			}
 		}
 	}
 	votes := map[string]int{}
 	for _, m := range g.members {
 		for _, p := range m.protocols {
-			if candidates[p.name] {
-				votes[p.name]++
+			if candidates[p.Name] {
+				votes[p.Name]++
 				break
 			}
 		}
@@ -860,7 +864,7 @@ func (g *group) selectProtocol() string {
 	var order []string
 	if l := g.members[g.leader]; l != nil {
 		for _, p := range l.protocols {
-			order = append(order, p.name)
+			order = append(order, p.Name)
 		}
 	}
 	best, bestVotes := "", 0
@@ -962,57 +966,62 @@ func (g *group) scheduleHeartbeat(m *member, d time.Duration) {
 	})
 }
 
-// sync handles SyncGroup: the leader's request carries the assignments and
-// completes the rebalance; followers wait for it.
-func (gs *groups) sync(ctx context.Context, req syncRequest) (syncResult, error) {
-	if req.group == "" {
-		return syncResult{err: kerr.InvalidGroupID}, nil
-	}
-	g := gs.lookup(req.group, false)
-	if g == nil {
-		return syncResult{err: kerr.UnknownMemberID}, nil
-	}
-	res, wait := g.sync(req)
-	g.mu.Unlock()
+// Sync handles SyncGroup: the leader's request carries the assignments and
+// completes the rebalance; followers wait for it, while ctx lasts.
+func (gs *Groups) Sync(ctx context.Context, req SyncRequest) (SyncResult, error) {
+	res, wait := gs.sync(req)
 	return answer(ctx, res, wait)
 }
 
-func (g *group) sync(req syncRequest) (syncResult, chan syncResult) {
+// sync is join's counterpart for SyncGroup.
+func (gs *Groups) sync(req SyncRequest) (SyncResult, chan SyncResult) {
+	if req.Group == "" {
+		return SyncResult{Err: kerr.InvalidGroupID}, nil
+	}
+	g := gs.lookup(req.Group, false)
+	if g == nil {
+		return SyncResult{Err: kerr.UnknownMemberID}, nil
+	}
+	defer g.mu.Unlock()
+	return g.sync(req)
+}
+
+func (g *group) sync(req SyncRequest) (SyncResult, chan SyncResult) {
 	if g.state == groupEmpty {
-		return syncResult{err: kerr.UnknownMemberID}, nil
+		return SyncResult{Err: kerr.UnknownMemberID}, nil
 	}
-	if err := g.validateMember(req.memberID, req.instanceID); err != nil {
-		return syncResult{err: err}, nil
+	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
+		return SyncResult{Err: err}, nil
 	}
-	if req.generation != g.generation {
-		return syncResult{err: kerr.IllegalGeneration}, nil
+	if req.Generation != g.generation {
+		return SyncResult{Err: kerr.IllegalGeneration}, nil
 	}
-	if inconsistent(req.protocolType, g.protocolType) || inconsistent(req.protocol, g.protocol) {
-		return syncResult{err: kerr.InconsistentGroupProtocol}, nil
+	if inconsistent(req.ProtocolType, g.protocolType) || inconsistent(req.Protocol, g.protocol) {
+		return SyncResult{Err: kerr.InconsistentGroupProtocol}, nil
 	}
-	m := g.members[req.memberID]
+	m := g.members[req.MemberID]
 	switch g.state {
 	case groupPreparingRebalance:
-		return syncResult{err: kerr.RebalanceInProgress}, nil
+		return SyncResult{Err: kerr.RebalanceInProgress}, nil
 	case groupCompletingRebalance:
-		ch := make(chan syncResult, 1)
+		ch := make(chan SyncResult, 1)
 		if m.syncWait != nil {
-			m.syncWait <- syncResult{err: kerr.RebalanceInProgress}
+			m.syncWait <- SyncResult{Err: kerr.RebalanceInProgress}
 		}
 		m.syncWait = ch
 		g.syncedBy(m.id)
 		if m.id == g.leader {
 			for _, id := range g.order {
-				g.members[id].assignment = req.assignments[id] // missing: empty
+				g.members[id].assignment = req.Assignments[id] // missing: empty
 			}
 			g.transition(groupStable)
 			g.propagateSync(nil)
 			g.gs.log.Info("rebalance complete", "group", g.name, "generation", g.generation, "members", len(g.members))
 		}
-		return syncResult{}, ch
+		return SyncResult{}, ch
 	default: // Stable: a late or repeated SyncGroup gets the assignment again
 		g.syncedBy(m.id)
-		return syncResult{protocolType: g.protocolTypePtr(), protocol: g.protocolPtr(), assignment: m.assignment}, nil
+		return SyncResult{ProtocolType: g.protocolTypePtr(), Protocol: g.protocolPtr(), Assignment: m.assignment}, nil
 	}
 }
 
@@ -1038,9 +1047,9 @@ func (g *group) propagateSync(err *kerr.Error) {
 		if m.syncWait == nil {
 			continue
 		}
-		res := syncResult{err: err}
+		res := SyncResult{Err: err}
 		if err == nil {
-			res = syncResult{protocolType: g.protocolTypePtr(), protocol: g.protocolPtr(), assignment: m.assignment}
+			res = SyncResult{ProtocolType: g.protocolTypePtr(), Protocol: g.protocolPtr(), Assignment: m.assignment}
 		}
 		m.syncWait <- res
 		m.syncWait = nil
@@ -1049,8 +1058,8 @@ func (g *group) propagateSync(err *kerr.Error) {
 	}
 }
 
-// heartbeat handles Heartbeat.
-func (gs *groups) heartbeat(group, memberID string, instanceID *string, generation int32) *kerr.Error {
+// Heartbeat handles Heartbeat.
+func (gs *Groups) Heartbeat(group, memberID string, instanceID *string, generation int32) *kerr.Error {
 	if group == "" {
 		return kerr.InvalidGroupID
 	}
@@ -1078,17 +1087,17 @@ func (gs *groups) heartbeat(group, memberID string, instanceID *string, generati
 	}
 }
 
-// leaveMember is one member a LeaveGroup names.
-type leaveMember struct {
-	memberID   string
-	instanceID *string
-	reason     string
+// LeaveMember is one member a LeaveGroup names.
+type LeaveMember struct {
+	MemberID   string
+	InstanceID *string
+	Reason     string
 }
 
-// leave handles LeaveGroup: a group-level error, else one error (or nil)
+// Leave handles LeaveGroup: a group-level error, else one error (or nil)
 // per member. An instance id without a member id removes that static member
 // (administrative removal).
-func (gs *groups) leave(group string, ms []leaveMember) (*kerr.Error, []*kerr.Error) {
+func (gs *Groups) Leave(group string, ms []LeaveMember) (*kerr.Error, []*kerr.Error) {
 	if group == "" {
 		return kerr.InvalidGroupID, nil
 	}
@@ -1101,26 +1110,26 @@ func (gs *groups) leave(group string, ms []leaveMember) (*kerr.Error, []*kerr.Er
 	left := 0
 	for i, lm := range ms {
 		switch {
-		case lm.memberID == "":
+		case lm.MemberID == "":
 			id, ok := "", false
-			if lm.instanceID != nil {
-				id, ok = g.static[*lm.instanceID]
+			if lm.InstanceID != nil {
+				id, ok = g.static[*lm.InstanceID]
 			}
 			if !ok {
 				errs[i] = kerr.UnknownMemberID
 				continue
 			}
-			g.leaveOne(id, lm.reason)
+			g.leaveOne(id, lm.Reason)
 			left++
-		case g.pending[lm.memberID] != nil:
-			g.remove(lm.memberID)
+		case g.pending[lm.MemberID] != nil:
+			g.remove(lm.MemberID)
 			left++
 		default:
-			if err := g.validateMember(lm.memberID, lm.instanceID); err != nil {
+			if err := g.validateMember(lm.MemberID, lm.InstanceID); err != nil {
 				errs[i] = err
 				continue
 			}
-			g.leaveOne(lm.memberID, lm.reason)
+			g.leaveOne(lm.MemberID, lm.Reason)
 			left++
 		}
 	}
@@ -1148,81 +1157,82 @@ func (g *group) evict(m *member) {
 		m.joinWait = nil
 	}
 	if m.syncWait != nil {
-		m.syncWait <- syncResult{err: kerr.UnknownMemberID}
+		m.syncWait <- SyncResult{Err: kerr.UnknownMemberID}
 		m.syncWait = nil
 	}
 	g.remove(m.id)
 }
 
-// groupDescription is a DescribeGroups answer for one group.
-type groupDescription struct {
-	state        groupState
-	protocolType string
-	protocol     string // only when Stable
-	members      []memberDescription
+// GroupDescription is a DescribeGroups answer for one group.
+type GroupDescription struct {
+	State        string // as Kafka names it: Empty, PreparingRebalance, ...
+	ProtocolType string
+	Protocol     string // only when Stable
+	Members      []MemberDescription
 }
 
-type memberDescription struct {
-	memberID, clientID, clientHost string
-	instanceID                     *string
-	metadata, assignment           []byte // only when Stable
+// MemberDescription is one member of a GroupDescription.
+type MemberDescription struct {
+	MemberID, ClientID, ClientHost string
+	InstanceID                     *string
+	Metadata, Assignment           []byte // only when Stable
 }
 
-// describe returns the group as DescribeGroups shows it; false if unknown.
-func (gs *groups) describe(group string) (groupDescription, bool) {
+// Describe returns the group as DescribeGroups shows it; false if unknown.
+func (gs *Groups) Describe(group string) (GroupDescription, bool) {
 	g := gs.lookup(group, false)
 	if g == nil {
-		return groupDescription{state: groupDead}, false
+		return GroupDescription{State: groupDead.String()}, false
 	}
 	defer g.mu.Unlock()
-	d := groupDescription{state: g.state, protocolType: g.protocolType}
+	d := GroupDescription{State: g.state.String(), ProtocolType: g.protocolType}
 	stable := g.state == groupStable
 	if stable {
-		d.protocol = g.protocol
+		d.Protocol = g.protocol
 	}
 	for _, id := range g.order {
 		m := g.members[id]
-		md := memberDescription{memberID: id, clientID: m.clientID, clientHost: m.clientHost, instanceID: m.instanceID}
+		md := MemberDescription{MemberID: id, ClientID: m.clientID, ClientHost: m.clientHost, InstanceID: m.instanceID}
 		if stable {
-			md.metadata, md.assignment = m.metadataFor(g.protocol), m.assignment
+			md.Metadata, md.Assignment = m.metadataFor(g.protocol), m.assignment
 		}
-		d.members = append(d.members, md)
+		d.Members = append(d.Members, md)
 	}
 	return d, true
 }
 
-// groupListing is one ListGroups entry.
-type groupListing struct {
-	name, protocolType string
-	groupType          string // "classic" or "consumer"
-	stateName          string // as Kafka names the state of that type
+// GroupListing is one ListGroups entry.
+type GroupListing struct {
+	Name, ProtocolType string
+	Type               string // "classic" or "consumer"
+	State              string // as Kafka names the state of that type
 }
 
-// list returns every group, sorted by name.
-func (gs *groups) list() []groupListing {
+// List returns every group, sorted by name.
+func (gs *Groups) List() []GroupListing {
 	gs.mu.Lock()
 	all := make([]*group, 0, len(gs.all))
 	for _, g := range gs.all {
 		all = append(all, g)
 	}
 	gs.mu.Unlock()
-	out := make([]groupListing, 0, len(all))
+	out := make([]GroupListing, 0, len(all))
 	for _, g := range all {
 		g.mu.Lock()
 		if g.state != groupDead {
-			out = append(out, groupListing{name: g.name, protocolType: g.protocolType, groupType: "classic", stateName: g.state.String()})
+			out = append(out, GroupListing{Name: g.name, ProtocolType: g.protocolType, Type: "classic", State: g.state.String()})
 		}
 		g.mu.Unlock()
 	}
 	out = append(out, gs.consumerListings()...)
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// deleteGroup deletes an Empty group (DeleteGroups): GROUP_ID_NOT_FOUND when
+// Delete deletes an Empty group (DeleteGroups): GROUP_ID_NOT_FOUND when
 // unknown, NON_EMPTY_GROUP while it has members. The group is Dead and gone
 // from the coordinator when this returns; its offsets are the caller's.
-func (gs *groups) deleteGroup(group string) *kerr.Error {
+func (gs *Groups) Delete(group string) *kerr.Error {
 	if ok, err := gs.deleteConsumer(group); ok {
 		return err
 	}
@@ -1251,17 +1261,8 @@ func (gs *groups) deleteGroup(group string) *kerr.Error {
 	return nil
 }
 
-// codeOf is err's Kafka code, 0 for nil. (errorCode would see a nil
-// *kerr.Error as a non-nil error.)
-func codeOf(err *kerr.Error) int16 {
-	if err == nil {
-		return 0
-	}
-	return err.Code
-}
-
-// newMemberID is Kafka's: the client id (or instance id) and a UUID.
-func newMemberID(clientID string, instanceID *string) string {
+// NewMemberID is Kafka's: the client id (or instance id) and a UUID.
+func NewMemberID(clientID string, instanceID *string) string {
 	prefix := clientID
 	if instanceID != nil {
 		prefix = *instanceID

@@ -1,4 +1,4 @@
-package broker
+package coordinator
 
 import (
 	"fmt"
@@ -18,9 +18,9 @@ func counts(out map[string]tpSet) map[string]int {
 }
 
 // Every partition of a subscribed topic is assigned exactly once.
-func checkExactlyOnce(t *testing.T, topics []topicMeta, out map[string]tpSet) {
+func checkExactlyOnce(t *testing.T, topics []Topic, out map[string]tpSet) {
 	t.Helper()
-	seen := map[tp]string{}
+	seen := map[TopicPartition]string{}
 	for id, s := range out {
 		for p := range s {
 			if other, dup := seen[p]; dup {
@@ -31,7 +31,7 @@ func checkExactlyOnce(t *testing.T, topics []topicMeta, out map[string]tpSet) {
 	}
 	want := 0
 	for _, tm := range topics {
-		want += int(tm.partitions)
+		want += int(tm.Partitions)
 	}
 	if len(seen) != want {
 		t.Fatalf("%d partitions assigned, want %d", len(seen), want)
@@ -39,7 +39,7 @@ func checkExactlyOnce(t *testing.T, topics []topicMeta, out map[string]tpSet) {
 }
 
 func TestRangeAssignor(t *testing.T) {
-	topics := []topicMeta{{name: "a", id: [16]byte{1}, partitions: 3}, {name: "b", id: [16]byte{2}, partitions: 3}}
+	topics := []Topic{{Name: "a", ID: [16]byte{1}, Partitions: 3}, {Name: "b", ID: [16]byte{2}, Partitions: 3}}
 	members := map[string]*consumerMember{"m1": subscriber("m1", "a", "b"), "m2": subscriber("m2", "a", "b")}
 	out := assign("range", topics, members, nil)
 	checkExactlyOnce(t, topics, out)
@@ -50,15 +50,15 @@ func TestRangeAssignor(t *testing.T) {
 			if p == 2 {
 				want = "m2"
 			}
-			if !out[want].has(tp{topic.id, p}) {
-				t.Fatalf("%s-%d not with %s: %v", topic.name, p, want, counts(out))
+			if !out[want].has(TopicPartition{topic.ID, p}) {
+				t.Fatalf("%s-%d not with %s: %v", topic.Name, p, want, counts(out))
 			}
 		}
 	}
 }
 
 func TestUniformAssignorBalancedAndSticky(t *testing.T) {
-	topics := []topicMeta{{name: "a", id: [16]byte{1}, partitions: 7}}
+	topics := []Topic{{Name: "a", ID: [16]byte{1}, Partitions: 7}}
 	members := map[string]*consumerMember{"m1": subscriber("m1", "a")}
 	first := assign("uniform", topics, members, nil)
 	checkExactlyOnce(t, topics, first)
@@ -91,13 +91,13 @@ func TestUniformAssignorBalancedAndSticky(t *testing.T) {
 }
 
 func TestAssignorsRespectSubscriptions(t *testing.T) {
-	topics := []topicMeta{{name: "a", id: [16]byte{1}, partitions: 2}, {name: "b", id: [16]byte{2}, partitions: 2}}
+	topics := []Topic{{Name: "a", ID: [16]byte{1}, Partitions: 2}, {Name: "b", ID: [16]byte{2}, Partitions: 2}}
 	members := map[string]*consumerMember{"m1": subscriber("m1", "a"), "m2": subscriber("m2", "b")}
 	for _, name := range []string{"range", "uniform"} {
 		out := assign(name, topics, members, nil)
 		checkExactlyOnce(t, topics, out)
 		for p := range out["m1"] {
-			if p.topic != ([16]byte{1}) {
+			if p.TopicID != ([16]byte{1}) {
 				t.Fatalf("%s: m1 got a partition of b", name)
 			}
 		}

@@ -1,4 +1,4 @@
-package broker
+package coordinator
 
 // Server-side assignors of the consumer group protocol (KIP-848), by the
 // names Kafka gives them in group.consumer.assignors: "uniform" (default)
@@ -13,14 +13,14 @@ import (
 // assign computes the target assignment of every member (an empty set for
 // a member with nothing). prev is the previous target, which uniform keeps
 // where it can.
-func assign(name string, topics []topicMeta, members map[string]*consumerMember, prev map[string]tpSet) map[string]tpSet {
+func assign(name string, topics []Topic, members map[string]*consumerMember, prev map[string]tpSet) map[string]tpSet {
 	ids := make([]string, 0, len(members))
 	for id := range members {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	topics = slices.Clone(topics)
-	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
+	sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
 
 	out := make(map[string]tpSet, len(ids))
 	for _, id := range ids {
@@ -37,11 +37,11 @@ func assign(name string, topics []topicMeta, members map[string]*consumerMember,
 // assignRange is Kafka's RangeAssignor: per topic, the subscribed members
 // in id order take contiguous ranges, the first ones one partition more
 // when the count does not divide.
-func assignRange(topics []topicMeta, ids []string, members map[string]*consumerMember, out map[string]tpSet) {
+func assignRange(topics []Topic, ids []string, members map[string]*consumerMember, out map[string]tpSet) {
 	for _, t := range topics {
 		var subs []string
 		for _, id := range ids {
-			if members[id].subscribes(t.name) {
+			if members[id].subscribes(t.Name) {
 				subs = append(subs, id)
 			}
 		}
@@ -49,7 +49,7 @@ func assignRange(topics []topicMeta, ids []string, members map[string]*consumerM
 			continue
 		}
 		n := int32(len(subs))
-		per, extra := t.partitions/n, t.partitions%n
+		per, extra := t.Partitions/n, t.Partitions%n
 		p := int32(0)
 		for i, id := range subs {
 			count := per
@@ -57,7 +57,7 @@ func assignRange(topics []topicMeta, ids []string, members map[string]*consumerM
 				count++
 			}
 			for ; count > 0; count-- {
-				out[id][tp{t.id, p}] = struct{}{}
+				out[id][TopicPartition{t.ID, p}] = struct{}{}
 				p++
 			}
 		}
@@ -70,23 +70,23 @@ func assignRange(topics []topicMeta, ids []string, members map[string]*consumerM
 // subscribed member; then partitions move, last first, from a member to a
 // subscribed one with at least two fewer until no such move is left. With
 // identical subscriptions the counts differ by at most one.
-func assignUniform(topics []topicMeta, ids []string, members map[string]*consumerMember, prev map[string]tpSet, out map[string]tpSet) {
+func assignUniform(topics []Topic, ids []string, members map[string]*consumerMember, prev map[string]tpSet, out map[string]tpSet) {
 	type part struct {
-		tp
+		TopicPartition
 		topic string
 	}
 	var all []part
 	for _, t := range topics {
-		for p := int32(0); p < t.partitions; p++ {
-			all = append(all, part{tp{t.id, p}, t.name})
+		for p := int32(0); p < t.Partitions; p++ {
+			all = append(all, part{TopicPartition{t.ID, p}, t.Name})
 		}
 	}
-	owner := map[tp]string{}
+	owner := map[TopicPartition]string{}
 	for _, p := range all {
 		for _, id := range ids {
-			if prev[id].has(p.tp) && members[id].subscribes(p.topic) {
-				owner[p.tp] = id
-				out[id][p.tp] = struct{}{}
+			if prev[id].has(p.TopicPartition) && members[id].subscribes(p.topic) {
+				owner[p.TopicPartition] = id
+				out[id][p.TopicPartition] = struct{}{}
 				break
 			}
 		}
@@ -104,12 +104,12 @@ func assignUniform(topics []topicMeta, ids []string, members map[string]*consume
 		return best
 	}
 	for _, p := range all {
-		if _, ok := owner[p.tp]; ok {
+		if _, ok := owner[p.TopicPartition]; ok {
 			continue
 		}
 		if id := leastLoaded(p.topic, ""); id != "" {
-			owner[p.tp] = id
-			out[id][p.tp] = struct{}{}
+			owner[p.TopicPartition] = id
+			out[id][p.TopicPartition] = struct{}{}
 		}
 	}
 	// Balance. Each move lowers the sum of squared counts, so this ends.
@@ -117,15 +117,15 @@ func assignUniform(topics []topicMeta, ids []string, members map[string]*consume
 		moved = false
 		for i := len(all) - 1; i >= 0; i-- {
 			p := all[i]
-			from, ok := owner[p.tp]
+			from, ok := owner[p.TopicPartition]
 			if !ok {
 				continue
 			}
 			to := leastLoaded(p.topic, from)
 			if to != "" && len(out[to])+1 < len(out[from]) {
-				delete(out[from], p.tp)
-				out[to][p.tp] = struct{}{}
-				owner[p.tp] = to
+				delete(out[from], p.TopicPartition)
+				out[to][p.TopicPartition] = struct{}{}
+				owner[p.TopicPartition] = to
 				moved = true
 			}
 		}
