@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -177,14 +179,34 @@ func TestSQLProduceErrors(t *testing.T) {
 	}
 }
 
-// TestOutputPluginSQL runs tests/sql/plugin_test.sh: frame-level checks of
-// the output plugin and kafgres_produce's errors, read from a slot of its own.
+// TestOutputPluginSQL runs the extension's own tests, the way PostgreSQL's
+// contrib modules are tested: `make -C outputplugin installcheck`, which
+// runs the pg_regress tests (outputplugin/sql, the SQL functions, their
+// errors and privileges, the output plugin's frames) and the isolation
+// specs (outputplugin/specs, kafgres_produce racing topic DDL, mappings
+// changing while changes are made and decoded) in a temporary instance of
+// their own. Run as root, the Makefile runs them as the OS user postgres.
 func TestOutputPluginSQL(t *testing.T) {
-	c := harness.Start(t, "max_prepared_transactions = 10")
-	out, err := exec.Command("bash", filepath.Join(harness.RepoRoot(), "tests", "sql", "plugin_test.sh"), c.Dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("plugin_test.sh: %v\n%s", err, out)
+	out := t.TempDir()
+	cmd := exec.Command("make", "-C", filepath.Join(harness.RepoRoot(), "outputplugin"),
+		"installcheck", "REGRESS_OUTPUT="+out)
+	// not the jobserver of a make that runs the Go tests
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MFLAGS=") && !strings.HasPrefix(kv, "MAKELEVEL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
 	}
+	output, err := cmd.CombinedOutput()
+	if err == nil {
+		return
+	}
+	var diffs strings.Builder
+	for _, name := range []string{"regression.diffs", filepath.Join("output_iso", "regression.diffs")} {
+		if b, rerr := os.ReadFile(filepath.Join(out, name)); rerr == nil && len(b) > 0 {
+			fmt.Fprintf(&diffs, "---- %s ----\n%s\n", name, b)
+		}
+	}
+	t.Fatalf("make -C outputplugin installcheck: %v\n%s\n%s", err, output, diffs.String())
 }
 
 // TestSQLProduceMissingSlot: without slot "kafgres", kafgres_produce refuses
