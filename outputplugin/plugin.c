@@ -203,6 +203,7 @@ static RelMappingsEntry *relation_mappings(KafgresDecodingData *data,
 										   Relation relation);
 static void lookup_mapping_table(KafgresDecodingData *data);
 static bool check_mapping_storage(KafgresDecodingData *data);
+static void unlock_mapping_storage(KafgresDecodingData *data);
 static bool relation_exists_today(Oid relid, Oid nspid, const char *relname,
 								  Oid relfilenode);
 static void collect_mapping_ids(KafgresDecodingData *data, Relation mapping,
@@ -742,12 +743,17 @@ relation_mappings(KafgresDecodingData *data, Relation relation)
 		sources = list_concat(sources, get_partition_ancestors(relid));
 
 	/*
-	 * The lock first: taking it makes us accept pending invalidations, and
-	 * holding it keeps the table from being dropped between the check and
-	 * the scans.  It is released at once, as a table_close would, so that
-	 * decoding a long transaction does not hold up DDL on kafgres.mapping.
+	 * The locks first: taking them makes us accept pending invalidations,
+	 * and holding them keeps the table from being dropped, and its index
+	 * from being rebuilt, between the check and the scans.  A REINDEX in
+	 * progress is waited for here, before the check, not in the scan, where
+	 * its commit would leave us reading the emptied old index file.  They
+	 * are released at once, as a table_close would, so that decoding a long
+	 * transaction does not hold up DDL on kafgres.mapping.
 	 */
 	LockRelationOid(data->mapping_relid, AccessShareLock);
+	if (OidIsValid(data->mapping_index))
+		LockRelationOid(data->mapping_index, AccessShareLock);
 	if (!check_mapping_storage(data))
 	{
 		/*
@@ -756,7 +762,7 @@ relation_mappings(KafgresDecodingData *data, Relation relation)
 		 * definitions, are gone with it, and so is anything they could be
 		 * rendered with.  Nothing is mapped.
 		 */
-		UnlockRelationOid(data->mapping_relid, AccessShareLock);
+		unlock_mapping_storage(data);
 		MemoryContextSwitchTo(old);
 		data->mapping_relid = InvalidOid;
 		return &no_mappings;
@@ -766,7 +772,7 @@ relation_mappings(KafgresDecodingData *data, Relation relation)
 		collect_mapping_ids(data, mapping, lfirst_oid(lc), &ids, &nids,
 							&capacity);
 	table_close(mapping, NoLock);
-	UnlockRelationOid(data->mapping_relid, AccessShareLock);
+	unlock_mapping_storage(data);
 
 	/* ascending, as docs/producing.md promises; ids are unique */
 	if (nids > 1)
@@ -902,6 +908,15 @@ check_mapping_storage(KafgresDecodingData *data)
 		data->storage_checked_index == index)
 		data->storage_index_usable = usable;
 	return true;
+}
+
+/* release the locks relation_mappings takes */
+static void
+unlock_mapping_storage(KafgresDecodingData *data)
+{
+	if (OidIsValid(data->mapping_index))
+		UnlockRelationOid(data->mapping_index, AccessShareLock);
+	UnlockRelationOid(data->mapping_relid, AccessShareLock);
 }
 
 /*
