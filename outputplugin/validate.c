@@ -11,8 +11,9 @@
  * statement, no FROM or WHERE of its own, no second column, no data
  * modification hidden in a subquery's CTE, and no way to escape or comment
  * out the parentheses it is put in.  The broker checks the same rules again
- * with pg_query (mappings/validate.go) before it splices; keep the two in
- * step.
+ * with pg_query (mappings/validate.go) before it splices; the integration
+ * test TestExpressionRulesAgree holds both to one table of cases,
+ * mappings/testdata/expressions.json.
  *
  * Only the raw grammar is used: nothing is looked up in the catalogs, so
  * whether names exist and types fit is left to the probe that
