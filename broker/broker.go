@@ -9,15 +9,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/kafgres/kafgres/broker/metadata"
+	"github.com/kafgres/kafgres/broker/storage"
 )
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
@@ -32,6 +30,7 @@ type Broker struct {
 
 	meta      metadataStore
 	clusterID string
+	data      *storage.Dir // the data directory, where the partitions' logs live
 
 	catalog   *catalog
 	groups    *groups
@@ -91,10 +90,11 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+	data, err := storage.Open(cfg.DataDir, cfg.Fsync)
+	if err != nil {
+		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: log, apis: servedAPIs(), fatal: make(chan struct{})}
+	b := &Broker{cfg: cfg, log: log, apis: servedAPIs(), data: data, fatal: make(chan struct{})}
 	b.frameBudget = newBudget(cfg.QueuedMaxRequestBytes)
 	// Large frame buffers kept for reuse: up to the request budget.
 	b.frames.bigMax = cfg.QueuedMaxRequestBytes
@@ -112,7 +112,6 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	}, log.With("component", "groups"))
 
 	b.meta = meta
-	var err error
 	if b.clusterID, err = meta.ClusterID(ctx); err != nil {
 		return nil, err
 	}
@@ -279,7 +278,4 @@ func (b *Broker) stop(err error) {
 
 // WritePIDFile records the broker's pid in the data directory, so operators
 // and tests can find the process serving a given log.
-func (b *Broker) WritePIDFile() error {
-	p := filepath.Join(b.cfg.DataDir, "broker.pid")
-	return os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o640)
-}
+func (b *Broker) WritePIDFile() error { return b.data.WritePIDFile() }
