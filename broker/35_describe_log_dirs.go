@@ -17,9 +17,7 @@ package broker
 
 import (
 	"context"
-	"path/filepath"
 	"sort"
-	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -27,11 +25,9 @@ import (
 func handleDescribeLogDirs(ctx context.Context, b *Broker, _ *conn, req *kmsg.DescribeLogDirsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	dir := kmsg.NewDescribeLogDirsResponseDir()
-	dir.Dir, _ = filepath.Abs(b.cfg.DataDir)
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(b.cfg.DataDir, &st); err == nil {
-		dir.TotalBytes = int64(st.Blocks) * st.Bsize
-		dir.UsableBytes = int64(st.Bavail) * st.Bsize
+	dir.Dir = b.data.Abs()
+	if total, usable, err := b.data.Usage(); err == nil {
+		dir.TotalBytes, dir.UsableBytes = total, usable
 	}
 	add := func(t *topic, indexes []int32) {
 		dt := kmsg.NewDescribeLogDirsResponseDirTopic()

@@ -9,9 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/kafgres/kafgres/broker/coordinator"
 	"github.com/kafgres/kafgres/broker/metadata"
+	"github.com/kafgres/kafgres/broker/storage"
 )
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
@@ -33,6 +31,7 @@ type Broker struct {
 
 	meta      metadataStore
 	clusterID string
+	data      *storage.Dir // the data directory, where the partitions' logs live
 
 	catalog   *catalog
 	groups    *coordinator.Groups
@@ -92,10 +91,11 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+	data, err := storage.Open(cfg.DataDir, cfg.Fsync)
+	if err != nil {
+		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: log, apis: servedAPIs(), fatal: make(chan struct{})}
+	b := &Broker{cfg: cfg, log: log, apis: servedAPIs(), data: data, fatal: make(chan struct{})}
 	b.frameBudget = newBudget(cfg.QueuedMaxRequestBytes)
 	// Large frame buffers kept for reuse: up to the request budget.
 	b.frames.bigMax = cfg.QueuedMaxRequestBytes
@@ -114,7 +114,6 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	}, log.With("component", "groups"))
 
 	b.meta = meta
-	var err error
 	if b.clusterID, err = meta.ClusterID(ctx); err != nil {
 		return nil, err
 	}
@@ -284,7 +283,4 @@ func (b *Broker) stop(err error) {
 
 // WritePIDFile records the broker's pid in the data directory, so operators
 // and tests can find the process serving a given log.
-func (b *Broker) WritePIDFile() error {
-	p := filepath.Join(b.cfg.DataDir, "broker.pid")
-	return os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o640)
-}
+func (b *Broker) WritePIDFile() error { return b.data.WritePIDFile() }

@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"io/fs"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -12,7 +10,7 @@ import (
 
 	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/kafgres/kafgres/broker/kconfig"
-	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/storage"
 )
 
 // topic is one row of kafgres.topic with its open partitions. A topic value
@@ -74,20 +72,17 @@ func newCatalog(b *Broker) *catalog {
 
 // start checks the data directory against the catalog (waiting while the
 // log is ahead of it, and removing directories of topics dropped while the
-// broker was down; see datadir.go), bumps every partition's leader epoch
-// (a new broker incarnation is a new leader), then loads and recovers
-// every partition.
+// broker was down; see package storage), bumps every partition's leader
+// epoch (a new broker incarnation is a new leader), then loads and
+// recovers every partition.
 func (c *catalog) start(ctx context.Context) error {
-	if c.b.cfg.Fsync {
-		// The data directory may have just been created (Broker.New):
-		// make its entry durable before anything is put in it. A parent
-		// we may not read is someone else's business, not a failure.
-		parent := filepath.Dir(filepath.Clean(c.b.cfg.DataDir))
-		if err := segment.SyncDir(parent); errors.Is(err, fs.ErrPermission) {
-			c.b.log.Warn("cannot fsync the parent of the data directory", "dir", parent, "err", err)
-		} else if err != nil {
-			return err
-		}
+	// The data directory may have just been created (Broker.New): make
+	// its entry durable before anything is put in it. A parent we may not
+	// read is someone else's business, not a failure.
+	if err := c.b.data.SyncParent(); errors.Is(err, storage.ErrParentUnreadable) {
+		c.b.log.Warn("cannot fsync the parent of the data directory", "err", err)
+	} else if err != nil {
+		return err
 	}
 	if err := c.waitDataDir(ctx); err != nil {
 		return err
@@ -134,7 +129,7 @@ func (c *catalog) reload(ctx context.Context) error {
 		c.b.log.Info("topic dropped", "topic", t.name)
 		for _, p := range t.parts {
 			p.close()
-			p.removeDir(c.b.log)
+			p.removeDir(c.b.data, c.b.log)
 		}
 	}
 
@@ -161,8 +156,9 @@ func (c *catalog) reload(ctx context.Context) error {
 		}
 		if err != nil {
 			// A log that cannot be opened (say a directory that is in
-			// the way, datadir.go) keeps its topic as it was — or away —
-			// but not every other topic: the rest are published.
+			// the way, storage.Dir.PreparePartition) keeps its topic as
+			// it was — or away — but not every other topic: the rest
+			// are published.
 			for _, q := range opened {
 				q.close()
 			}

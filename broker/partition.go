@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kafgres/kafgres/broker/storage"
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
 
@@ -51,11 +50,11 @@ type epochStart struct {
 }
 
 // openPartition opens (creating it if needed) the log of partition index
-// of t; see preparePartitionDir for what may be in the way.
+// of t; see storage.Dir.PreparePartition for what may be in the way.
 func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoch int32) (*partition, error) {
 	b := c.b
-	dir := filepath.Join(b.cfg.DataDir, fmt.Sprintf("%s-%d", t.name, index))
-	if err := c.preparePartitionDir(ctx, t, index, dir); err != nil {
+	dir, err := c.preparePartitionDir(ctx, t, index)
+	if err != nil {
 		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
 	}
 	opts := segment.Options{
@@ -167,16 +166,10 @@ func (p *partition) close() error {
 	return p.log.Close()
 }
 
-// removeDir deletes a dropped partition's log. Kafka renames first so a
-// crash mid-delete leaves an obviously dead directory, which the next
-// start removes (datadir.go); the marker goes last, so what is left is
-// always recognisably kafgres's.
-func (p *partition) removeDir(log *slog.Logger) {
-	dead := p.dir + "." + hex.EncodeToString(p.topic.uuid[:]) + "-delete"
-	if err := os.Rename(p.dir, dead); err != nil {
-		dead = p.dir
-	}
-	if err := segment.RemoveMarkedDir(dead); err != nil {
+// removeDir deletes a dropped partition's log (storage.Dir.RemovePartition);
+// a failure is logged, and what is left the next start removes.
+func (p *partition) removeDir(data *storage.Dir, log *slog.Logger) {
+	if dead, err := data.RemovePartition(p.dir, p.topic.uuid); err != nil {
 		log.Warn("remove log of dropped topic", "dir", dead, "err", err)
 	}
 }
