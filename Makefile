@@ -5,7 +5,9 @@
 #   make install  install both into the PostgreSQL installation
 #   make run      build, install and start a cluster in $(KAFGRES_HOME)
 #   make stop     stop that cluster
-#   make test     build, install and run the Go tests (they start their own clusters)
+#   make test     build, install and run the Go tests: the product module's unit
+#                 tests, then the tests module's (tests/go.mod: integration,
+#                 conformance runner, harness; they start their own clusters)
 #   make fuzz     run every Go fuzz target briefly (FUZZTIME, default 15s each; CI does)
 #   make bench    benchmarks and the memory-bound check (tests/bench; numbers in docs/)
 #   make soak     every fuzz target for 10^7 executions (counts in docs/security.md)
@@ -49,6 +51,7 @@ deps:
 	fi
 	@command -v go >/dev/null || { echo "go not found (looked in PATH and /usr/local/go/bin); install Go from https://go.dev/dl/"; exit 1; }
 	go mod download
+	cd tests && go mod download
 
 build:
 	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG)
@@ -73,8 +76,11 @@ run: deps build install
 stop:
 	tests/pgcluster.sh stop $(KAFGRES_HOME)
 
+# tests/ is a module of its own (the Kafka clients the tests drive are no
+# dependency of the product), so the root ./... does not reach it.
 test: deps build install
-	go test -count=1 -timeout 40m ./...
+	go test -count=1 -timeout 10m ./...
+	cd tests && go test -count=1 -timeout 40m ./...
 
 FUZZTIME ?= 15s
 fuzz: deps
@@ -86,12 +92,12 @@ soak: deps
 # The pipeline benchmarks run the fixed workloads of issue #11 and ignore
 # b.N (-benchtime 1x); the others scale with it.
 bench: deps build install
-	go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(Produce|Consume|MemoryBound|SQLProduceLatency)$$' -benchtime 200000x ./tests/bench
-	go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(PgbenchWithProduce|CDC)$$' -benchtime 1x ./tests/bench
+	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(Produce|Consume|MemoryBound|SQLProduceLatency)$$' -benchtime 200000x ./bench
+	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(PgbenchWithProduce|CDC)$$' -benchtime 1x ./bench
 
 conformance: deps build install
 	@for t in java javac mvn; do command -v $$t >/dev/null || { echo "conformance needs $$t (Java 17 and Maven)"; exit 1; }; done
-	go run ./tests/conformance/runner $(if $(CLIENTS),-clients $(CLIENTS)) $(if $(SCENARIOS),-scenarios '$(SCENARIOS)') run
+	cd tests && go run ./conformance/runner $(if $(CLIENTS),-clients $(CLIENTS)) $(if $(SCENARIOS),-scenarios '$(SCENARIOS)') run
 
 clean:
 	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG) clean

@@ -16,7 +16,8 @@ export PATH=/usr/local/go/bin:$PATH
 
 work=$repo/tests/conformance/.work/demo
 mkdir -p "$work"
-go build -o "$work/runner" ./tests/conformance/runner
+# the runner is in the tests module (tests/go.mod)
+(cd tests && go build -o "$work/runner" ./conformance/runner)
 runner() { "$work/runner" -work "$work" "$@"; }
 
 echo "kafgres parity demo"

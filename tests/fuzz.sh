@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs every Go native fuzz target in the module, one after the other.
+# Runs every Go native fuzz target in the repository, one after the other:
+# the product module's and, should it ever have any, the tests module's
+# (tests/go.mod; its packages are only reachable from inside tests/).
 #
 #   tests/fuzz.sh 15s          each target for 15 seconds (CI)
 #   tests/fuzz.sh 10000000x    each target for 10^7 executions (make soak)
@@ -16,10 +18,12 @@ passed=0
 failed=0
 while IFS=: read -r file name; do
 	pkg=$(dirname "$file")
-	echo "=== fuzz $pkg $name ($budget)"
+	moddir=.
+	case $pkg in ./tests/*) moddir=tests pkg=./${pkg#./tests/} ;; esac
+	echo "=== fuzz $moddir/${pkg#./} $name ($budget)"
 	start=$(date +%s)
 	out=$(mktemp)
-	if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$budget" -fuzzminimizetime=5s -parallel=2 "$pkg" >"$out" 2>&1; then
+	if (cd "$moddir" && go test -run='^$' -fuzz="^${name}\$" -fuzztime="$budget" -fuzzminimizetime=5s -parallel=2 "$pkg") >"$out" 2>&1; then
 		passed=$((passed + 1))
 		# the last progress line carries the execution count
 		grep -E '^fuzz: elapsed' "$out" | tail -n 1

@@ -26,7 +26,7 @@ import (
 // under 1 GiB resident (VmHWM of /proc/<pid>/status) and serve a normal
 // produce and fetch afterwards. The scenario runs once whatever b.N:
 //
-//	go test ./tests/bench -run '^$' -bench MemoryBound -benchtime 1x -v
+//	cd tests && go test ./bench -run '^$' -bench MemoryBound -benchtime 1x -v
 func BenchmarkMemoryBound(b *testing.B) {
 	const (
 		conns    = 100

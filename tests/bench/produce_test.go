@@ -1,5 +1,5 @@
 // Package bench measures kafgres with real clients against a real cluster.
-// Run: go test ./tests/bench -run '^$' -bench . -benchtime 200000x
+// Run (from tests/): go test ./bench -run '^$' -bench . -benchtime 200000x
 // Numbers are recorded in docs/performance.md.
 package bench
 

@@ -6,6 +6,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -95,20 +96,19 @@ func (c *Cluster) waitSlot(t testing.TB, timeout time.Duration) {
 	if level != "logical" {
 		return
 	}
-	deadline := time.Now().Add(timeout)
-	for {
+	err := Poll(timeout, func() error {
 		var n int
 		if err := conn.QueryRow(context.Background(),
 			`SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'kafgres'`).Scan(&n); err != nil {
 			t.Fatalf("wait for the replication slot: %v", err)
 		}
-		if n > 0 {
-			return
+		if n == 0 {
+			return errors.New("no replication slot kafgres")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker did not create replication slot kafgres within %s\n%s", timeout, c.LogTail())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the broker did not create its replication slot: %v\n%s", err, c.LogTail())
 	}
 }
 
@@ -209,17 +209,23 @@ func (c *Cluster) KillBroker(t testing.TB) int {
 // WaitBroker waits until a broker other than notPID serves the port.
 func (c *Cluster) WaitBroker(t testing.TB, notPID int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(filepath.Join(c.DataDir(), "broker.pid")); err == nil {
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-			if pid != notPID && PortOpen(c.Addr) {
-				return
-			}
+	err := Poll(timeout, func() error {
+		b, err := os.ReadFile(filepath.Join(c.DataDir(), "broker.pid"))
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		switch {
+		case pid == notPID:
+			return fmt.Errorf("broker.pid is still %d", pid)
+		case !PortOpen(c.Addr):
+			return fmt.Errorf("broker %d does not serve the port yet", pid)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("broker did not come back on %s: %v\n%s", c.Addr, err, c.LogTail())
 	}
-	t.Fatalf("broker did not come back on %s within %v\n%s", c.Addr, timeout, c.LogTail())
 }
 
 // PortOpen reports whether something accepts TCP connections on addr.
@@ -261,13 +267,12 @@ func (c *Cluster) KillPostgres(t testing.TB) {
 // WaitPortClosed waits until nothing accepts connections on addr.
 func WaitPortClosed(t testing.TB, addr string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for PortOpen(addr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still open after %v", addr, timeout)
+	Eventually(t, timeout, func() error {
+		if PortOpen(addr) {
+			return fmt.Errorf("%s still open", addr)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // KafkaClasspath is the classpath of Apache Kafka 4.4's jars and tools

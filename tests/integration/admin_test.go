@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -157,21 +158,17 @@ func TestDeleteRecords(t *testing.T) {
 	c.WaitBroker(t, old, 30*time.Second)
 	check("after a broker kill")
 
-	deadline := time.Now().Add(10 * time.Second)
 	conn := c.Conn(t)
-	for {
+	harness.Eventually(t, 10*time.Second, func() error {
 		var start int64
 		if err := conn.QueryRow(ctx, `SELECT log_start_offset FROM kafgres_partition_offsets('dr')`).Scan(&start); err != nil {
 			t.Fatal(err)
 		}
-		if start == 40 {
-			break
+		if start != 40 {
+			return fmt.Errorf("kafgres.partition.log_start_offset = %d, want 40", start)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kafgres.partition.log_start_offset = %d, want 40", start)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // firstOffset consumes from the earliest offset and returns the first

@@ -218,14 +218,14 @@ func TestGroupChurn(t *testing.T) {
 	for p := int32(0); p < partitions; p++ {
 		ends[p] = int64(produced.Load()+int64(partitions-1)-int64(p)) / partitions
 	}
-	deadline := time.Now().Add(60 * time.Second)
 	conn := c.Conn(t) // one connection for the whole poll
-	for {
+	harness.Eventually(t, 60*time.Second, func() error {
 		rows, err := conn.Query(context.Background(),
 			`SELECT partition, committed_offset, log_end_offset FROM kafgres.consumer_lag WHERE group_id = $1`, group)
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer rows.Close()
 		done := 0
 		state := ""
 		for rows.Next() {
@@ -245,15 +245,14 @@ func TestGroupChurn(t *testing.T) {
 			}
 			state += fmt.Sprintf(" p%d=%d/%d", p, committed, end)
 		}
-		rows.Close()
-		if done == partitions {
-			break
+		if err := rows.Err(); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("committed offsets did not reach the log end:%s", state)
+		if done != partitions {
+			return fmt.Errorf("committed offsets did not reach the log end:%s", state)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, m := range live {
 		m.stop()
 	}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -245,13 +246,13 @@ func TestTopicAndBrokerConfigs(t *testing.T) {
 
 	// A change made in SQL reaches the broker through NOTIFY.
 	c.Exec(t, `UPDATE kafgres.topic_config SET value = '200000' WHERE name = 'segment.ms'`)
-	deadline := time.Now().Add(10 * time.Second)
-	for describedConfig(t, adm, false, "cfgt", "segment.ms") != "200000 DYNAMIC_TOPIC_CONFIG segment.ms=200000@DYNAMIC_TOPIC_CONFIG" {
-		if time.Now().After(deadline) {
-			t.Fatal("SQL change to kafgres.topic_config not seen")
+	harness.Eventually(t, 10*time.Second, func() error {
+		const want = "200000 DYNAMIC_TOPIC_CONFIG segment.ms=200000@DYNAMIC_TOPIC_CONFIG"
+		if got := describedConfig(t, adm, false, "cfgt", "segment.ms"); got != want {
+			return fmt.Errorf("SQL change to kafgres.topic_config not seen: segment.ms is %q, want %q", got, want)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// Everything survives a broker restart.
 	old := c.KillBroker(t)

@@ -37,7 +37,10 @@ func TestKillPostgresDuringProduce(t *testing.T) {
 		old := c.BrokerPID(t)
 		c.KillPostgres(t)
 		harness.WaitPortClosed(t, c.Addr, 10*time.Second)
-		time.Sleep(300 * time.Millisecond) // let the producer hit the outage
+		// Not ordering but the length of the outage: the producer's
+		// retries (every 100 ms) must run into it, and nothing shows
+		// from outside that they did.
+		time.Sleep(300 * time.Millisecond)
 		c.StartPG(t)
 		c.WaitBroker(t, old, 15*time.Second)
 		t.Logf("postgres kill %d: broker back", k+1)
@@ -92,6 +95,8 @@ func produceThroughCrashes(t *testing.T, c *harness.Cluster, crash func(k int)) 
 		}
 	}()
 	for k := 0; k < 3; k++ {
+		// crash at different points of the produce stream, whatever it
+		// has reached: the timing is the test's input, not an ordering
 		time.Sleep(time.Duration(500+300*k) * time.Millisecond)
 		crash(k)
 	}

@@ -69,6 +69,7 @@ func TestWaitDeliveredWithoutKafgresContent(t *testing.T) {
 		t.Fatalf("only %d other commits: the database was not busy", commits)
 	}
 
-	time.Sleep(200 * time.Millisecond)
+	// the load's last commits delivered, the stream is idle again
+	waitDelivered(t, conn)
 	waitPlain("idle again")
 }

@@ -51,7 +51,7 @@ func TestExactlyOnceThroughCrashes(t *testing.T) {
 		}
 		if k == 3 {
 			c.StopPG(t, "immediate")
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // an outage the writer runs into and reconnects after
 			c.StartPG(t)
 			t.Logf("postgres stopped -m immediate and restarted after %d transactions", written.Load())
 			continue
@@ -155,17 +155,10 @@ func writeTransactions(dsn string, committed, rolledBack int, written *atomic.In
 	ctx := context.Background()
 	var conn *pgx.Conn
 	connect := func() error {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			var err error
-			if conn, err = pgx.Connect(ctx, dsn); err == nil {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return err
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		return harness.Poll(60*time.Second, func() (err error) {
+			conn, err = pgx.Connect(ctx, dsn)
+			return err
+		})
 	}
 	if err := connect(); err != nil {
 		return err

@@ -276,26 +276,20 @@ func (m *saramaMember) kill() { m.stop() } // no way to vanish in-process
 // each owns at least one.
 func waitStable(t *testing.T, partitions int, ms ...member) {
 	t.Helper()
-	deadline := time.Now().Add(groupWait)
-	for {
+	harness.Eventually(t, groupWait, func() error {
 		sum, all := 0, true
+		desc := ""
 		for _, m := range ms {
 			n := m.assigned()
 			sum += n
 			all = all && n > 0
+			desc += fmt.Sprintf(" %s=%d", m.name(), n)
 		}
-		if all && sum == partitions {
-			return
+		if !all || sum != partitions {
+			return fmt.Errorf("group did not settle on %d partitions:%s", partitions, desc)
 		}
-		if time.Now().After(deadline) {
-			desc := ""
-			for _, m := range ms {
-				desc += fmt.Sprintf(" %s=%d", m.name(), m.assigned())
-			}
-			t.Fatalf("group did not settle on %d partitions:%s", partitions, desc)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // processedCount counts how often each (partition, offset) was processed.
@@ -313,17 +307,12 @@ func processedCount(ms ...member) map[partOff]int {
 // `total` records in all with lag 0.
 func waitLag(t *testing.T, c *harness.Cluster, group string, total int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		off, lag := committedSum(t, c, group)
-		if off == total && lag == 0 {
-			return
+	harness.Eventually(t, 30*time.Second, func() error {
+		if off, lag := committedSum(t, c, group); off != total || lag != 0 {
+			return fmt.Errorf("consumer_lag of %s: committed %d lag %d, want %d and 0", group, off, lag, total)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consumer_lag of %s: committed %d lag %d, want %d and 0", group, off, lag, total)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // kip848Joins fails unless the broker log shows at least n members joining
@@ -415,13 +404,12 @@ func TestGroupClients(t *testing.T) {
 			}
 			produceBatch(t, c.Addr, topic, "gc", partitions, perPartition)
 
-			deadline := time.Now().Add(groupWait)
-			for len(processedCount(a, b)) < partitions*perPartition {
-				if time.Now().After(deadline) {
-					t.Fatalf("processed %d of %d records", len(processedCount(a, b)), partitions*perPartition)
+			harness.Eventually(t, groupWait, func() error {
+				if n := len(processedCount(a, b)); n < partitions*perPartition {
+					return fmt.Errorf("processed %d of %d records", n, partitions*perPartition)
 				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return nil
+			})
 			waitLag(t, c, group, partitions*perPartition)
 			a.stop()
 			b.stop()

@@ -128,8 +128,7 @@ func (gc *groupConsumer) records(prefix string) []readRecord {
 // of partitions covering 0..n-1.
 func waitAssignment(t *testing.T, n int32, cs ...*groupConsumer) {
 	t.Helper()
-	deadline := time.Now().Add(groupWait)
-	for {
+	harness.Eventually(t, groupWait, func() error {
 		seen := map[int32]int{}
 		ok := true
 		var desc []string
@@ -144,14 +143,11 @@ func waitAssignment(t *testing.T, n int32, cs ...*groupConsumer) {
 		for p := int32(0); p < n; p++ {
 			ok = ok && seen[p] == 1
 		}
-		if ok && len(seen) == int(n) {
-			return
+		if !ok || len(seen) != int(n) {
+			return fmt.Errorf("assignment did not settle: %s", strings.Join(desc, " "))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("assignment did not settle: %s", strings.Join(desc, " "))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // produceBatch writes perPartition records "<prefix>-p-i" to each partition.
@@ -183,8 +179,7 @@ func produceBatch(t *testing.T, addr, topic, prefix string, partitions int32, pe
 // cs, each by a member that owned its partition at the time.
 func expectOnce(t *testing.T, prefix string, want map[string]int32, cs ...*groupConsumer) {
 	t.Helper()
-	deadline := time.Now().Add(groupWait)
-	for {
+	harness.Eventually(t, groupWait, func() error {
 		var all []readRecord
 		for _, c := range cs {
 			all = append(all, c.records(prefix)...)
@@ -201,14 +196,11 @@ func expectOnce(t *testing.T, prefix string, want map[string]int32, cs ...*group
 				t.Fatalf("%q read twice in one generation window", r.value)
 			}
 		}
-		if len(count) == len(want) {
-			return
+		if len(count) != len(want) {
+			return fmt.Errorf("%s: read %d of %d records", prefix, len(count), len(want))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: read %d of %d records", prefix, len(count), len(want))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestConsumerGroupBalancers: a member alone consumes all three
@@ -318,6 +310,18 @@ func syncReq(group, memberID string, instanceID *string, gen int32, assign map[s
 	return req
 }
 
+// describeGroup is group as DescribeGroups shows it.
+func describeGroup(t *testing.T, cl *kgo.Client, group string) kmsg.DescribeGroupsResponseGroup {
+	t.Helper()
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{group}
+	resp := raw[*kmsg.DescribeGroupsResponse](t, cl, req)
+	if len(resp.Groups) != 1 {
+		t.Fatalf("DescribeGroups %s: %d groups", group, len(resp.Groups))
+	}
+	return resp.Groups[0]
+}
+
 func heartbeat(t *testing.T, cl *kgo.Client, group, memberID string, instanceID *string, gen int32) int16 {
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Group, req.MemberID, req.InstanceID, req.Generation = group, memberID, instanceID, gen
@@ -347,7 +351,17 @@ func TestStaticMembership(t *testing.T) {
 		defer wg.Done()
 		j1, err1 = rawAsync[*kmsg.JoinGroupResponse](cl1, joinReq(group, "", &i1, 10000))
 	}()
-	time.Sleep(200 * time.Millisecond) // instance-1 joins first and leads
+	// instance-1 joins first and leads: its join is parked in the
+	// group (PreparingRebalance) before instance-2's is sent
+	harness.Eventually(t, groupWait, func() error {
+		d := describeGroup(t, cl2, group)
+		for _, m := range d.Members {
+			if m.InstanceID != nil && *m.InstanceID == i1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s has not joined: group %s, %d members", i1, d.State, len(d.Members))
+	})
 	go func() {
 		defer wg.Done()
 		j2, err2 = rawAsync[*kmsg.JoinGroupResponse](cl2, joinReq(group, "", &i2, 10000))
@@ -427,20 +441,16 @@ func TestMemberIDRequiredAndSessionExpiry(t *testing.T) {
 	}
 
 	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		time.Sleep(500 * time.Millisecond)
+	harness.Eventually(t, 20*time.Second, func() error {
 		gs, err := adm.DescribeGroups(context.Background(), group)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g := gs[group]; g.State == "Empty" && len(g.Members) == 0 {
-			break
+		if g := gs[group]; g.State != "Empty" || len(g.Members) != 0 {
+			return fmt.Errorf("member not expired: %+v", g)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("member not expired: %+v", gs[group])
-		}
-	}
+		return nil
+	})
 	if code := heartbeat(t, cl, group, j.MemberID, nil, 1); code != kerr.UnknownMemberID.Code {
 		t.Fatalf("heartbeat after expiry: %v", kerr.ErrorForCode(code))
 	}

@@ -349,11 +349,13 @@ func TestKIP848AssignorsAndRegex(t *testing.T) {
 	}
 	c.CreateTopic(t, "re.late", 2)
 	late := topicID(t, cl, "re.late")
-	deadline := time.Now().Add(10 * time.Second)
-	for len(x.parts(late)) != 2 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+	harness.Eventually(t, 10*time.Second, func() error {
 		must848(t, x.beat())
-	}
+		if len(x.parts(late)) != 2 {
+			return fmt.Errorf("regex after topic creation: epoch %d owns %v", x.epoch, x.parts(late))
+		}
+		return nil
+	})
 	if !slices.Equal(x.parts(late), []int32{0, 1}) || x.epoch != 2 {
 		t.Fatalf("regex after topic creation: epoch %d owns %v", x.epoch, x.parts(late))
 	}
@@ -409,17 +411,18 @@ func TestKIP848FranzGo(t *testing.T) {
 	}
 	waitAll := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
+		err := harness.Poll(60*time.Second, func() error {
 			mu.Lock()
 			got := len(seen)
 			mu.Unlock()
-			if got >= n {
-				return
+			if got < n {
+				return fmt.Errorf("read %d distinct records, want %d", got, n)
 			}
-			time.Sleep(200 * time.Millisecond)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, c.LogTail())
 		}
-		t.Fatalf("read %d distinct records, want %d\n%s", len(seen), n, c.LogTail())
 	}
 
 	cl1, cancel1, done1 := newMember()
@@ -428,17 +431,12 @@ func TestKIP848FranzGo(t *testing.T) {
 	waitAll(100)
 	cl2, cancel2, done2 := newMember()
 	// Wait until the second member owns something, then produce more.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		d := describe848(t, prod, "gf848")
-		if len(d.Members) == 2 && d.State == "Stable" {
-			break
+	harness.Eventually(t, 30*time.Second, func() error {
+		if d := describe848(t, prod, "gf848"); len(d.Members) != 2 || d.State != "Stable" {
+			return fmt.Errorf("group never stable with 2 members: %+v", d)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group never stable with 2 members: %+v", d)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	produce(100, 100)
 	waitAll(200)
 	cancel2()

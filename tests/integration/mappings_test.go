@@ -120,9 +120,8 @@ func wantRecs(t *testing.T, got []*kgo.Record, want ...string) {
 // writes it in batches, at most once a second) and returns last_error.
 func mappingStatus(t *testing.T, conn *pgx.Conn, name, want string) (lastError string, rendered, deadLettered int64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var status string
-	for {
+	harness.Eventually(t, 20*time.Second, func() error {
+		var status string
 		var le *string
 		err := conn.QueryRow(context.Background(),
 			`SELECT status, last_error, rendered, dead_lettered FROM kafgres.mappings WHERE name = $1`, name).
@@ -130,17 +129,15 @@ func mappingStatus(t *testing.T, conn *pgx.Conn, name, want string) (lastError s
 		if err != nil {
 			t.Fatalf("read status of %s: %v", name, err)
 		}
-		if status == want {
-			if le != nil {
-				lastError = *le
-			}
-			return lastError, rendered, deadLettered
+		if status != want {
+			return fmt.Errorf("mapping %s: status %q, want %q", name, status, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mapping %s: status %q, want %q", name, status, want)
+		if le != nil {
+			lastError = *le
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return lastError, rendered, deadLettered
 }
 
 // TestMappingSeedExample is the seed's CDC example end to end: a change
@@ -313,11 +310,14 @@ func TestMappingDeadLetterAndStall(t *testing.T) {
 	if n != 1 || op != "I" || msg != "division by zero" || newRow != `{"a": "1", "b": "0", "id": "2"}` {
 		t.Fatalf("dead letter: %d %s %q %s", n, op, msg, newRow)
 	}
-	waitFor(t, func() bool {
+	harness.Eventually(t, 20*time.Second, func() error {
 		_, rendered, dead := mappingStatus(t, conn, "ratios", "active")
 		// rendered counts again if the broker renders a group again
 		// (after an append failed, say): at least 3
-		return rendered >= 3 && dead == 1
+		if rendered < 3 || dead != 1 {
+			return fmt.Errorf("mapping ratios: rendered %d, dead-lettered %d; want at least 3 and 1", rendered, dead)
+		}
+		return nil
 	})
 
 	// stall: alice's mapping reads customers; revoking that stalls it
@@ -334,7 +334,9 @@ func TestMappingDeadLetterAndStall(t *testing.T) {
 	if lastErr != "permission denied for table customers" {
 		t.Fatalf("last_error %q", lastErr)
 	}
-	// nothing after the stalled change is delivered, from any source
+	// nothing after the stalled change is delivered, from any source.
+	// Waiting for something not to happen: a second is several delivery
+	// rounds of the broker; readTopic fails on a fourth record.
 	time.Sleep(time.Second)
 	readTopic(t, c.Addr, "ratios", 3)
 	mustExec(t, conn, `GRANT SELECT ON customers TO alice`)
@@ -342,17 +344,6 @@ func TestMappingDeadLetterAndStall(t *testing.T) {
 	waitDelivered(t, conn)
 	wantRecs(t, readTopic(t, c.Addr, "order-events", 1), "10 -> "+seedValue)
 	wantRecs(t, readTopic(t, c.Addr, "ratios", 4)[3:], "sql -> after the stall")
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // TestMappingValidation: expressions that are not exactly one expression,

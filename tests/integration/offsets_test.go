@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,17 +59,12 @@ func TestCommittedOffsetsAndGroupTool(t *testing.T) {
 	c.CreateTopic(t, "cg", 2)
 	produceAll(t, c.Addr, "cg", 10)
 	consumeAsGroup(t, c.Addr, "g1", "cg", 10)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		off, lag := committedSum(t, c, "g1")
-		if off == 10 && lag == 0 {
-			break
+	harness.Eventually(t, 5*time.Second, func() error {
+		if off, lag := committedSum(t, c, "g1"); off != 10 || lag != 0 {
+			return fmt.Errorf("consumer_lag: committed %d lag %d, want 10 and 0", off, lag)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consumer_lag: committed %d lag %d, want 10 and 0", off, lag)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	tool := func(args ...string) string {
 		t.Helper()

@@ -316,18 +316,16 @@ func TestPipelineFramesDropExtension(t *testing.T) {
 // eventuallyTrue waits up to 20 s for query to return true.
 func eventuallyTrue(t *testing.T, conn *pgx.Conn, query string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	harness.Eventually(t, 20*time.Second, func() error {
 		var ok bool
-		err := conn.QueryRow(context.Background(), query).Scan(&ok)
-		if err == nil && ok {
-			return
+		if err := conn.QueryRow(context.Background(), query).Scan(&ok); err != nil {
+			return fmt.Errorf("%s: %w", query, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after 20 s (%v)", query, err)
+		if !ok {
+			return fmt.Errorf("%s: still not true", query)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // peekMessages is what the slot holds: the plugin's messages, each parsed

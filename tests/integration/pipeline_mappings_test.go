@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,10 +54,13 @@ func produceDeliveredAtOnce(t *testing.T, conn *pgx.Conn, topic, value string) {
 func retiredReason(t *testing.T, conn *pgx.Conn, name string) string {
 	t.Helper()
 	var reason string
-	waitFor(t, func() bool {
+	harness.Eventually(t, 20*time.Second, func() error {
 		err := conn.QueryRow(context.Background(),
 			`SELECT reason FROM kafgres.mapping_retired WHERE name = $1 ORDER BY retired_at DESC LIMIT 1`, name).Scan(&reason)
-		return err == nil
+		if err != nil {
+			return fmt.Errorf("mapping %s not retired: %w", name, err)
+		}
+		return nil
 	})
 	var live bool
 	if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM kafgres.mapping WHERE name = $1)`, name).Scan(&live); err != nil || live {
@@ -209,14 +213,20 @@ func TestPipelineMappingsRenderAsOfWAL(t *testing.T) {
 
 	// retired definitions and their functions go once everything that
 	// could have matched them is delivered
-	waitFor(t, func() bool {
+	harness.Eventually(t, 20*time.Second, func() error {
 		produceDeliveredAtOnce(t, conn, "gone", "tick")
 		var n int
 		err := conn.QueryRow(context.Background(), `SELECT
 		    (SELECT count(*) FROM kafgres.mapping_retired)
 		  + (SELECT count(*) FROM pg_proc WHERE pronamespace = 'kafgres_render'::regnamespace
 		       AND proname NOT IN (SELECT 'm' || mapping_id FROM kafgres.mapping))`).Scan(&n)
-		return err == nil && n == 0
+		switch {
+		case err != nil:
+			return err
+		case n != 0:
+			return fmt.Errorf("%d retired definitions and render functions left", n)
+		}
+		return nil
 	})
 
 	// definitions are immutable

@@ -85,6 +85,8 @@ func TestPipelinePlacementThroughCrashes(t *testing.T) {
 
 		// The broker dies at the failpoint; the supervisor restarts it a
 		// second later. Add a partition in that second, before the replay.
+		// A fixed 10 ms poll, not harness.Eventually: its backoff could
+		// spend a quarter of that second noticing the death.
 		deadline := time.Now().Add(30 * time.Second)
 		for syscall.Kill(armed, 0) == nil {
 			if time.Now().After(deadline) {

@@ -346,18 +346,14 @@ func TestLargeFramesBoundedAndReleased(t *testing.T) {
 		t.Fatalf("broker peaked at %d MiB reading 8 frames of 100 MiB", hwm>>10)
 	}
 	// The connections are still open (and idle): their memory must go.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	harness.Eventually(t, 20*time.Second, func() error {
 		rss := procStatusKB(t, pid, "VmRSS")
-		if rss < before+100<<10 {
-			t.Logf("RSS back to %d MiB", rss>>10)
-			break
+		if rss >= before+100<<10 {
+			return fmt.Errorf("RSS still %d MiB (was %d) with the connections idle", rss>>10, before>>10)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("RSS still %d MiB (was %d) with the connections idle", rss>>10, before>>10)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		t.Logf("RSS back to %d MiB", rss>>10)
+		return nil
+	})
 	// Each connection still works.
 	for _, nc := range conns {
 		if _, err := nc.Write(hostile.ProduceFrame("big", 8, 10)); err != nil {
@@ -437,7 +433,11 @@ func TestStalledFrameDropped(t *testing.T) {
 	claim := binary.BigEndian.AppendUint32(nil, 100<<20) // all of the budget
 	staller.Write(append(claim, make([]byte, 1000)...))
 	stalled := time.Now()
-	time.Sleep(time.Second) // let the broker reserve it
+	// Let the broker read the size and reserve the budget before the
+	// produce below. Nothing outside the broker shows the reservation,
+	// so this one ordering is a sleep; losing the race fails the test
+	// (the produce goes through at once), it cannot pass it wrongly.
+	time.Sleep(time.Second)
 
 	start := time.Now()
 	p := produceRaw(t, cl, "stall", plainSpec([]rec{{value: []byte("after")}}).build())
@@ -480,16 +480,14 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 		hogs = append(hogs, nc)
 	}
 	logPath := filepath.Join(c.Dir, "postgres.log")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		b, _ := os.ReadFile(logPath)
-		if bytes.Contains(b, []byte("accept failed; retrying")) {
-			break
+	err := harness.Poll(20*time.Second, func() error {
+		if b, _ := os.ReadFile(logPath); !bytes.Contains(b, []byte("accept failed; retrying")) {
+			return fmt.Errorf("no accept failure logged with %d connections", len(hogs))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no accept failure logged with %d connections\n%s", len(hogs), c.LogTail())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail())
 	}
 	// The client connected before keeps being served meanwhile.
 	if p := produceRaw(t, cl, "fd", plainSpec([]rec{{value: []byte("1")}}).build()); p.ErrorCode != 0 {
@@ -503,14 +501,12 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 	fresh := rawProducer(t, c.Addr, 12)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for {
-		req := kmsg.NewPtrApiVersionsRequest()
-		if _, err := req.RequestWith(ctx, fresh); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			t.Fatalf("no new connection served after the descriptors were freed: %v\n%s", err, c.LogTail())
-		}
-		time.Sleep(100 * time.Millisecond)
+	err = harness.Poll(30*time.Second, func() error {
+		_, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, fresh)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("no new connection served after the descriptors were freed: %v\n%s", err, c.LogTail())
 	}
 	if p := produceRaw(t, fresh, "fd", plainSpec([]rec{{value: []byte("2")}}).build()); p.ErrorCode != 0 || p.BaseOffset != 2 {
 		t.Fatalf("produce on a new connection: %v offset %d", kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)

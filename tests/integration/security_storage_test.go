@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -94,20 +95,23 @@ func pgctl(t *testing.T, c *harness.Cluster, args ...string) {
 // waitLog waits until the cluster's log contains s.
 func waitLog(t *testing.T, c *harness.Cluster, s string, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var line string
+	err := harness.Poll(timeout, func() error {
 		b, _ := os.ReadFile(filepath.Join(c.Dir, "postgres.log"))
-		if i := strings.LastIndex(string(b), s); i >= 0 {
-			line := string(b[i:])
-			if j := strings.IndexByte(line, '\n'); j >= 0 {
-				line = line[:j]
-			}
-			return line
+		i := strings.LastIndex(string(b), s)
+		if i < 0 {
+			return fmt.Errorf("log has no %q", s)
 		}
-		time.Sleep(100 * time.Millisecond)
+		line = string(b[i:])
+		if j := strings.IndexByte(line, '\n'); j >= 0 {
+			line = line[:j]
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, c.LogTail())
 	}
-	t.Fatalf("log has no %q after %v:\n%s", s, timeout, c.LogTail())
-	return ""
+	return line
 }
 
 // ownLike gives paths the owner of ref (the broker's user: the test may
@@ -173,7 +177,10 @@ func TestDataDirRestoredOlderDatabase(t *testing.T) {
 			t.Errorf("refusal does not mention %q:\n%s", want, msg)
 		}
 	}
-	time.Sleep(3 * time.Second) // a recheck or two
+	// Waiting for something not to happen: the broker checks the data
+	// directory again every 2 s; give it a recheck in which it must keep
+	// refusing to start.
+	time.Sleep(3 * time.Second)
 	if harness.PortOpen(c.Addr) {
 		t.Fatal("the broker started although the log is ahead of the catalog")
 	}
@@ -195,12 +202,14 @@ func TestDataDirRestoredOlderDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !harness.PortOpen(c.Addr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker did not start after the conflicting logs were moved aside\n%s", c.LogTail())
+	err := harness.Poll(30*time.Second, func() error {
+		if !harness.PortOpen(c.Addr) {
+			return errors.New("the broker did not start after the conflicting logs were moved aside")
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail())
 	}
 	if got := consumeN(t, c.Addr, "early", 3); len(got) != 3 {
 		t.Fatalf("early: %d records", len(got))
@@ -330,8 +339,9 @@ func TestNewPartitionDirDurable(t *testing.T) {
 	c := harness.Start(t)
 	data := c.DataDir()
 	out := filepath.Join(c.Dir, "strace.txt")
+	pid := c.BrokerPID(t)
 	st := exec.Command("strace", "-f", "-y", "-qq", "-e", "trace=mkdir,mkdirat,rename,renameat,renameat2,fsync,fdatasync",
-		"-o", out, "-p", fmt.Sprint(c.BrokerPID(t)))
+		"-o", out, "-p", fmt.Sprint(pid))
 	stderr, err := st.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -340,19 +350,13 @@ func TestNewPartitionDirDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Process.Kill(); st.Wait() })
-	// strace is attached once the trace file exists and has had a moment.
 	go bufio.NewReader(stderr).WriteTo(os.Stderr)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(out); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Skip("strace could not attach to the broker")
-		}
-		time.Sleep(50 * time.Millisecond)
+	// strace is attached once it is the tracer of every thread of the
+	// broker: from then on each of their system calls is reported (-f
+	// attaches threads made later as they are made).
+	if err := harness.Poll(10*time.Second, func() error { return tracedBy(pid, st.Process.Pid) }); err != nil {
+		t.Skipf("strace could not attach to the broker: %v", err)
 	}
-	time.Sleep(500 * time.Millisecond)
 
 	produceN(t, c.Addr, "fresh", 1) // auto-created
 	st.Process.Signal(os.Interrupt)
@@ -380,4 +384,24 @@ func TestNewPartitionDirDurable(t *testing.T) {
 	if parentSync < 0 || parentSync > logSync {
 		t.Fatalf("the data directory %s was not fsynced between creating fresh-0 (line %d) and its first log fsync (line %d):\n%s", data, dirLine+1, logSync+1, b)
 	}
+}
+
+// tracedBy reports, as an error, a thread of process pid that tracer does
+// not trace (ptrace) yet.
+func tracedBy(pid, tracer int) error {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			return err
+		}
+		want := fmt.Sprintf("\nTracerPid:\t%d\n", tracer)
+		if !strings.Contains(string(b), want) {
+			return fmt.Errorf("thread %s of %d is not traced by %d", task.Name(), pid, tracer)
+		}
+	}
+	return nil
 }

@@ -225,33 +225,24 @@ func TestSQLProduceMissingSlot(t *testing.T) {
 	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'kafgres' AND active_pid IS NOT NULL`); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot('kafgres')`)
-		if err == nil {
-			break
+	// the walsender takes a moment to end and release the slot
+	harness.Eventually(t, 10*time.Second, func() error {
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot('kafgres')`); err != nil {
+			return fmt.Errorf("drop slot: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("drop slot: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	_, err := conn.Exec(ctx, `SELECT kafgres_produce('slotless', 'k', 'lost?')`)
 	if err == nil || !strings.Contains(err.Error(), `replication slot "kafgres" does not exist`) {
 		t.Fatalf("produce without slot: %v", err)
 	}
 	syscall.Kill(pid, syscall.SIGCONT)
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		_, err = conn.Exec(ctx, `SELECT kafgres_produce('slotless', 'k', 'after')`)
-		if err == nil {
-			break
+	harness.Eventually(t, 20*time.Second, func() error {
+		if _, err := conn.Exec(ctx, `SELECT kafgres_produce('slotless', 'k', 'after')`); err != nil {
+			return fmt.Errorf("produce after the broker came back: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("produce after the broker came back: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	waitDelivered(t, conn)
 	if got := values(readTopic(t, c.Addr, "slotless", 1)); got != "after" {
 		t.Fatalf("records: %s", got)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,21 +60,16 @@ func TestRetentionDeletesSegments(t *testing.T) {
 	// go at the next check
 	waitStart := func(topic string, want int64, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
+		harness.Eventually(t, within, func() error {
 			starts, err := adm.ListStartOffsets(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
 			}
-			o, _ := starts.Lookup(topic, 0)
-			if o.Offset == want {
-				return
+			if o, _ := starts.Lookup(topic, 0); o.Offset != want {
+				return fmt.Errorf("%s: log start offset %d, want %d", topic, o.Offset, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: log start offset %d, want %d", topic, o.Offset, want)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitStart("ret-bytes", 4, 5*time.Second)
 	if n := segmentFiles(t, filepath.Join(c.DataDir(), "ret-bytes-0")); n != 1 {
@@ -85,18 +81,17 @@ func TestRetentionDeletesSegments(t *testing.T) {
 	if n := segmentFiles(t, filepath.Join(c.DataDir(), "ret-ms-0")); n != 1 {
 		t.Fatalf("ret-ms: %d segment files after retention, want 1 (empty, active)", n)
 	}
-	var start int64
-	deadline := time.Now().Add(5 * time.Second)
 	conn := c.Conn(t)
-	for start != 5 && time.Now().Before(deadline) {
+	harness.Eventually(t, 5*time.Second, func() error {
+		var start int64
 		if err := conn.QueryRow(ctx, `SELECT log_start_offset FROM kafgres_partition_offsets('ret-ms')`).Scan(&start); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if start != 5 {
-		t.Fatalf("kafgres.partition.log_start_offset of ret-ms is %d, want 5", start)
-	}
+		if start != 5 {
+			return fmt.Errorf("kafgres.partition.log_start_offset of ret-ms is %d, want 5", start)
+		}
+		return nil
+	})
 	// the log goes on where it was
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "ret-ms", Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatal(err)

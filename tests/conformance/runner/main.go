@@ -109,7 +109,8 @@ func fatal(err error) {
 	os.Exit(1)
 }
 
-// findRepo walks up from the working directory to kafgres's go.mod.
+// findRepo walks up from the working directory to the product module's
+// go.mod, past tests/go.mod (the module the runner itself is in).
 func findRepo() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {

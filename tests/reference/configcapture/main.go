@@ -17,7 +17,7 @@
 // Only validateOnly alters touch broker configs, so the reference is left as
 // it was (it is shared); the one topic created is deleted again.
 //
-//	go run ./tests/reference/configcapture -bootstrap 127.0.0.1:PORT -topic cfgcapture
+//	cd tests && go run ./reference/configcapture -bootstrap 127.0.0.1:PORT -topic cfgcapture
 package main
 
 import (

@@ -1,4 +1,9 @@
-package decoder
+// The output plugin and the decoder together against a real cluster: the
+// decoder package's own tests feed it recorded frames, these stream from a
+// replication slot. They live here, not in decoder/, because they need the
+// harness, and the product module does not depend on the tests module.
+
+package integration
 
 import (
 	"context"
@@ -16,18 +21,19 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafgres/kafgres/decoder"
 	"github.com/kafgres/kafgres/tests/harness"
 )
 
-// testSlot is not "kafgres", so that this test keeps working once the
-// broker streams the production slot of the cluster it runs in.
-const testSlot = "kafgres_decoder_test"
+// decoderTestSlot is not "kafgres", so that this test keeps working once
+// the broker streams the production slot of the cluster it runs in.
+const decoderTestSlot = "kafgres_decoder_test"
 
-const waitFor = 20 * time.Second
+const decoderWait = 20 * time.Second
 
-// skipWithoutPlugin skips unless the installed kafgres.so exports the
-// output plugin's entry point.
-func skipWithoutPlugin(t *testing.T) {
+// skipWithoutOutputPlugin skips unless the installed kafgres.so exports
+// the output plugin's entry point.
+func skipWithoutOutputPlugin(t *testing.T) {
 	t.Helper()
 	libdir := "/usr/lib/postgresql/15/lib"
 	if out, err := exec.Command("pg_config", "--pkglibdir").Output(); err == nil {
@@ -51,25 +57,25 @@ func skipWithoutPlugin(t *testing.T) {
 	t.Skipf("%s has no _PG_output_plugin_init: the output plugin is not installed yet (run make -C outputplugin install)", lib)
 }
 
-// running is a decoder streaming in the background until stop.
-type running struct {
-	d      *Decoder
-	events chan Event
+// runningDecoder is a decoder streaming in the background until stop.
+type runningDecoder struct {
+	d      *decoder.Decoder
+	events chan decoder.Event
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func startDecoder(t *testing.T, c *harness.Cluster) *running {
+func startDecoder(t *testing.T, c *harness.Cluster) *runningDecoder {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{
-		d: New(Config{
+	r := &runningDecoder{
+		d: decoder.New(decoder.Config{
 			DSN:            c.DSN(),
-			Slot:           testSlot,
+			Slot:           decoderTestSlot,
 			StatusInterval: 100 * time.Millisecond,
-			Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Logger:         slog.New(slog.NewTextHandler(decoderLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		}),
-		events: make(chan Event, 100),
+		events: make(chan decoder.Event, 100),
 		cancel: cancel,
 		done:   make(chan error, 1),
 	}
@@ -79,7 +85,7 @@ func startDecoder(t *testing.T, c *harness.Cluster) *running {
 	return r
 }
 
-func (r *running) stop(t *testing.T) {
+func (r *runningDecoder) stop(t *testing.T) {
 	t.Helper()
 	r.cancel()
 	select {
@@ -88,19 +94,19 @@ func (r *running) stop(t *testing.T) {
 			t.Errorf("Run returned %v, want context.Canceled", err)
 		}
 		r.done <- err // a second stop returns at once
-	case <-time.After(waitFor):
+	case <-time.After(decoderWait):
 		t.Fatal("Run did not return after cancel")
 	}
 }
 
 // nextTxn returns the next transaction, skipping progress events.
-func (r *running) nextTxn(t *testing.T) *Transaction {
+func (r *runningDecoder) nextTxn(t *testing.T) *decoder.Transaction {
 	t.Helper()
-	deadline := time.After(waitFor)
+	deadline := time.After(decoderWait)
 	for {
 		select {
 		case ev := <-r.events:
-			if txn, ok := ev.(*Transaction); ok {
+			if txn, ok := ev.(*decoder.Transaction); ok {
 				return txn
 			}
 		case <-deadline:
@@ -110,18 +116,18 @@ func (r *running) nextTxn(t *testing.T) *Transaction {
 }
 
 // progressPast waits for a Progress beyond lsn; a transaction is a failure.
-func (r *running) progressPast(t *testing.T, lsn LSN) Progress {
+func (r *runningDecoder) progressPast(t *testing.T, lsn decoder.LSN) decoder.Progress {
 	t.Helper()
-	deadline := time.After(waitFor)
+	deadline := time.After(decoderWait)
 	for {
 		select {
 		case ev := <-r.events:
 			switch ev := ev.(type) {
-			case Progress:
+			case decoder.Progress:
 				if ev.LSN > lsn {
 					return ev
 				}
-			case *Transaction:
+			case *decoder.Transaction:
 				t.Fatalf("unexpected transaction xid %d with %d items", ev.Xid, len(ev.Items))
 			}
 		case <-deadline:
@@ -130,27 +136,27 @@ func (r *running) progressPast(t *testing.T, lsn LSN) Progress {
 	}
 }
 
-type testWriter struct{ t *testing.T }
+type decoderLogWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) {
+func (w decoderLogWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(b), "\n"))
 	return len(b), nil
 }
 
-type slotState struct {
+type decoderSlotState struct {
 	exists         bool
 	active         bool
 	activePID      int32
-	confirmedFlush LSN
+	confirmedFlush decoder.LSN
 }
 
-func readSlot(t *testing.T, conn *pgx.Conn) slotState {
+func readDecoderSlot(t *testing.T, conn *pgx.Conn) decoderSlotState {
 	t.Helper()
-	var s slotState
+	var s decoderSlotState
 	var lsn *string
 	var pid *int32
 	err := conn.QueryRow(context.Background(),
-		`SELECT active, active_pid, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, testSlot).
+		`SELECT active, active_pid, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, decoderTestSlot).
 		Scan(&s.active, &pid, &lsn)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s
@@ -170,23 +176,20 @@ func readSlot(t *testing.T, conn *pgx.Conn) slotState {
 	return s
 }
 
-func waitSlot(t *testing.T, conn *pgx.Conn, what string, ok func(slotState) bool) slotState {
+func waitDecoderSlot(t *testing.T, conn *pgx.Conn, what string, ok func(decoderSlotState) bool) decoderSlotState {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
-		s := readSlot(t, conn)
-		if ok(s) {
-			return s
+	var s decoderSlotState
+	harness.Eventually(t, decoderWait, func() error {
+		if s = readDecoderSlot(t, conn); !ok(s) {
+			return fmt.Errorf("slot %s: %s did not happen; last state %+v", decoderTestSlot, what, s)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slot %s: %s did not happen; last state %+v", testSlot, what, s)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return s
 }
 
 // exec runs statements in one transaction, committed or rolled back.
-func execTx(t *testing.T, conn *pgx.Conn, commit bool, stmts ...string) {
+func execDecoderTx(t *testing.T, conn *pgx.Conn, commit bool, stmts ...string) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := conn.Begin(ctx)
@@ -208,23 +211,23 @@ func execTx(t *testing.T, conn *pgx.Conn, commit bool, stmts ...string) {
 	}
 }
 
-// emit produces a record with value: only kafgres_produce's messages are
-// delivered (the plugin checks their signature), and it needs slot
-// "kafgres", which the cluster's broker has created.
-func emit(value string) string {
+// decoderEmit produces a record with value: only kafgres_produce's
+// messages are delivered (the plugin checks their signature), and it needs
+// slot "kafgres", which the cluster's broker has created.
+func decoderEmit(value string) string {
 	return fmt.Sprintf(`SELECT kafgres_produce('decoder-test', NULL, '%s')`, value)
 }
 
-// wantMessage checks that txn holds one message, kafgres_produce's content
-// (format 1, the signature stripped) with value.
-func wantMessage(t *testing.T, txn *Transaction, value string) {
+// wantDecodedMessage checks that txn holds one message, kafgres_produce's
+// content (format 1, the signature stripped) with value.
+func wantDecodedMessage(t *testing.T, txn *decoder.Transaction, value string) {
 	t.Helper()
 	if len(txn.Items) != 1 {
 		t.Fatalf("transaction xid %d has %d items, want 1 message with %q", txn.Xid, len(txn.Items), value)
 	}
-	m, ok := txn.Items[0].(*Produced)
+	m, ok := txn.Items[0].(*decoder.Produced)
 	if !ok {
-		t.Fatalf("item is %T, want *Produced", txn.Items[0])
+		t.Fatalf("item is %T, want *decoder.Produced", txn.Items[0])
 	}
 	if m.Topic != "decoder-test" || m.Key != nil || string(m.Value) != value || len(m.Headers) != 0 {
 		t.Fatalf("record %+v, want topic decoder-test, NULL key, value %q and no headers", m, value)
@@ -241,39 +244,40 @@ func TestDecoderIntegration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Postgres")
 	}
-	skipWithoutPlugin(t)
+	skipWithoutOutputPlugin(t)
 	c := harness.Start(t)
 	conn := c.Conn(t)
 	ctx := context.Background()
 
 	r := startDecoder(t, c)
 	// Decoding starts where the slot was created: wait for it to stream.
-	waitSlot(t, conn, "active", func(s slotState) bool { return s.active })
+	waitDecoderSlot(t, conn, "active", func(s decoderSlotState) bool { return s.active })
 
 	// Only the committed message kafgres_produce wrote counts: not another
 	// prefix, not a non-transactional one, not one written by hand.
-	execTx(t, conn, false, emit("rolled back"))
-	execTx(t, conn, true, `SELECT pg_logical_emit_message(true, 'other', 'other prefix'::bytea)`)
-	execTx(t, conn, true, `SELECT pg_logical_emit_message(false, 'kafgres', 'not transactional'::bytea)`)
-	execTx(t, conn, true, `SELECT pg_logical_emit_message(true, 'kafgres', 'forged'::bytea)`)
-	execTx(t, conn, true, emit("hello"))
-	execTx(t, conn, true, `SELECT pg_logical_emit_message(true, 'other', 'after'::bytea)`)
+	execDecoderTx(t, conn, false, decoderEmit("rolled back"))
+	execDecoderTx(t, conn, true, `SELECT pg_logical_emit_message(true, 'other', 'other prefix'::bytea)`)
+	execDecoderTx(t, conn, true, `SELECT pg_logical_emit_message(false, 'kafgres', 'not transactional'::bytea)`)
+	execDecoderTx(t, conn, true, `SELECT pg_logical_emit_message(true, 'kafgres', 'forged'::bytea)`)
+	execDecoderTx(t, conn, true, decoderEmit("hello"))
+	execDecoderTx(t, conn, true, `SELECT pg_logical_emit_message(true, 'other', 'after'::bytea)`)
 	hello := r.nextTxn(t)
-	wantMessage(t, hello, "hello")
+	wantDecodedMessage(t, hello, "hello")
 
-	// Not acknowledged: the slot must not move past it.
+	// Not acknowledged: the slot must not move past it. Waiting for
+	// something not to happen: half a second is five status intervals.
 	time.Sleep(500 * time.Millisecond)
-	if s := readSlot(t, conn); s.confirmedFlush >= hello.EndLSN {
+	if s := readDecoderSlot(t, conn); s.confirmedFlush >= hello.EndLSN {
 		t.Fatalf("confirmed_flush_lsn %s reached %s before Ack", s.confirmedFlush, hello.EndLSN)
 	}
 	r.d.Ack(hello.EndLSN)
-	waitSlot(t, conn, "confirmed_flush_lsn reaches the ack "+hello.EndLSN.String(),
-		func(s slotState) bool { return s.confirmedFlush >= hello.EndLSN })
+	waitDecoderSlot(t, conn, "confirmed_flush_lsn reaches the ack "+hello.EndLSN.String(),
+		func(s decoderSlotState) bool { return s.confirmedFlush >= hello.EndLSN })
 
 	// Idle acknowledgement: WAL without kafgres content still moves the
 	// slot, through Progress. The second transaction makes sure decoding
 	// has a record beyond the first one's end to stop at.
-	execTx(t, conn, true, `CREATE TABLE plain (x int)`, `INSERT INTO plain VALUES (1)`)
+	execDecoderTx(t, conn, true, `CREATE TABLE plain (x int)`, `INSERT INTO plain VALUES (1)`)
 	var afterPlain string
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&afterPlain); err != nil {
 		t.Fatal(err)
@@ -282,51 +286,51 @@ func TestDecoderIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	execTx(t, conn, true, `INSERT INTO plain VALUES (2)`)
+	execDecoderTx(t, conn, true, `INSERT INTO plain VALUES (2)`)
 	p := r.progressPast(t, plainEnd)
 	r.d.Ack(p.LSN)
-	waitSlot(t, conn, "confirmed_flush_lsn reaches the progress "+p.LSN.String(),
-		func(s slotState) bool { return s.confirmedFlush >= p.LSN })
+	waitDecoderSlot(t, conn, "confirmed_flush_lsn reaches the progress "+p.LSN.String(),
+		func(s decoderSlotState) bool { return s.confirmedFlush >= p.LSN })
 
 	// Restart without acknowledging: the slot replays the transaction.
-	execTx(t, conn, true, emit("again"))
+	execDecoderTx(t, conn, true, decoderEmit("again"))
 	again := r.nextTxn(t)
-	wantMessage(t, again, "again")
+	wantDecodedMessage(t, again, "again")
 	r.stop(t)
 	r = startDecoder(t, c)
 	replayed := r.nextTxn(t)
-	wantMessage(t, replayed, "again")
+	wantDecodedMessage(t, replayed, "again")
 	if replayed.EndLSN != again.EndLSN || replayed.Xid != again.Xid {
 		t.Fatalf("replayed xid %d end %s, want xid %d end %s", replayed.Xid, replayed.EndLSN, again.Xid, again.EndLSN)
 	}
 	r.d.Ack(replayed.EndLSN)
-	waitSlot(t, conn, "confirmed_flush_lsn reaches "+replayed.EndLSN.String(),
-		func(s slotState) bool { return s.confirmedFlush >= replayed.EndLSN })
+	waitDecoderSlot(t, conn, "confirmed_flush_lsn reaches "+replayed.EndLSN.String(),
+		func(s decoderSlotState) bool { return s.confirmedFlush >= replayed.EndLSN })
 
 	// Kill the walsender: the decoder reconnects and keeps delivering.
-	before := waitSlot(t, conn, "active", func(s slotState) bool { return s.active })
-	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1`, testSlot); err != nil {
+	before := waitDecoderSlot(t, conn, "active", func(s decoderSlotState) bool { return s.active })
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1`, decoderTestSlot); err != nil {
 		t.Fatal(err)
 	}
-	waitSlot(t, conn, "active under a new walsender", func(s slotState) bool {
+	waitDecoderSlot(t, conn, "active under a new walsender", func(s decoderSlotState) bool {
 		return s.active && s.activePID != before.activePID
 	})
-	execTx(t, conn, true, emit("after"))
+	execDecoderTx(t, conn, true, decoderEmit("after"))
 	after := r.nextTxn(t)
-	wantMessage(t, after, "after")
+	wantDecodedMessage(t, after, "after")
 	if after.EndLSN <= replayed.EndLSN {
 		t.Fatalf("transaction after reconnect ends at %s, not after %s", after.EndLSN, replayed.EndLSN)
 	}
 }
 
-// Row changes of a mapped table arrive as Change and Truncate items. The
-// mapping row is written directly: this test is about frames, not about
-// kafgres_add_mapping's checks.
+// Row changes of a mapped table arrive as decoder.Change and
+// decoder.Truncate items. The mapping row is written directly: this test is
+// about frames, not about kafgres_add_mapping's checks.
 func TestDecoderIntegrationChanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Postgres")
 	}
-	skipWithoutPlugin(t)
+	skipWithoutOutputPlugin(t)
 	c := harness.Start(t)
 	conn := c.Conn(t)
 	ctx := context.Background()
@@ -339,9 +343,9 @@ func TestDecoderIntegrationChanges(t *testing.T) {
 	}
 
 	r := startDecoder(t, c)
-	waitSlot(t, conn, "active", func(s slotState) bool { return s.active })
+	waitDecoderSlot(t, conn, "active", func(s decoderSlotState) bool { return s.active })
 
-	execTx(t, conn, true,
+	execDecoderTx(t, conn, true,
 		`CREATE TABLE orders (id int PRIMARY KEY, note text, doc text)`,
 		`ALTER TABLE orders REPLICA IDENTITY FULL`,
 		`CREATE TABLE unmapped (id int)`,
@@ -349,29 +353,29 @@ func TestDecoderIntegrationChanges(t *testing.T) {
 		 VALUES ('orders', 'orders'::regclass, 'orders', (SELECT oid FROM pg_roles WHERE rolname = current_user), 'public')`)
 	// doc is large and incompressible, so it is stored out of line and an
 	// update that leaves it alone does not log it.
-	execTx(t, conn, true,
+	execDecoderTx(t, conn, true,
 		`INSERT INTO orders VALUES (1, NULL, (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 200) i))`,
 		`INSERT INTO unmapped VALUES (1)`,
 		`UPDATE orders SET note = 'n' WHERE id = 1`,
 		`DELETE FROM orders WHERE id = 1`)
-	execTx(t, conn, true, `TRUNCATE orders, unmapped`)
+	execDecoderTx(t, conn, true, `TRUNCATE orders, unmapped`)
 
 	txn := r.nextTxn(t)
 	if len(txn.Items) != 3 {
 		t.Fatalf("got %d items, want insert, update, delete: %+v", len(txn.Items), txn.Items)
 	}
-	ins, upd, del := txn.Items[0].(*Change), txn.Items[1].(*Change), txn.Items[2].(*Change)
+	ins, upd, del := txn.Items[0].(*decoder.Change), txn.Items[1].(*decoder.Change), txn.Items[2].(*decoder.Change)
 	var mappingID int64
 	if err := conn.QueryRow(ctx, `SELECT mapping_id FROM kafgres.mapping WHERE name = 'orders'`).Scan(&mappingID); err != nil {
 		t.Fatal(err)
 	}
-	for i, ch := range []*Change{ins, upd, del} {
+	for i, ch := range []*decoder.Change{ins, upd, del} {
 		if ch.Op != "IUD"[i] || ch.Schema != "public" || ch.Table != "orders" || ch.RelID == 0 ||
 			len(ch.Mappings) != 1 || ch.Mappings[0] != mappingID {
 			t.Fatalf("item %d: %+v, want mapping ids [%d]", i, ch, mappingID)
 		}
 	}
-	col := func(tp *Tuple, name string) Column {
+	col := func(tp *decoder.Tuple, name string) decoder.Column {
 		t.Helper()
 		if tp == nil {
 			t.Fatalf("no tuple to read column %s from", name)
@@ -382,15 +386,15 @@ func TestDecoderIntegrationChanges(t *testing.T) {
 			}
 		}
 		t.Fatalf("no column %s in %+v", name, tp)
-		return Column{}
+		return decoder.Column{}
 	}
-	if ins.Old != nil || string(col(ins.New, "id").Value) != "1" || col(ins.New, "id").TypeOID != 23 || col(ins.New, "note").Kind != ColumnNull {
+	if ins.Old != nil || string(col(ins.New, "id").Value) != "1" || col(ins.New, "id").TypeOID != 23 || col(ins.New, "note").Kind != decoder.ColumnNull {
 		t.Fatalf("insert: %+v", ins)
 	}
 	if len(col(ins.New, "doc").Value) != 6400 {
 		t.Fatalf("insert doc has %d bytes, want 6400", len(col(ins.New, "doc").Value))
 	}
-	if string(col(upd.New, "note").Value) != "n" || col(upd.New, "doc").Kind != ColumnUnchanged || col(upd.Old, "note").Kind != ColumnNull {
+	if string(col(upd.New, "note").Value) != "n" || col(upd.New, "doc").Kind != decoder.ColumnUnchanged || col(upd.Old, "note").Kind != decoder.ColumnNull {
 		t.Fatalf("update: new %+v old %+v", upd.New, upd.Old)
 	}
 	if del.New != nil || string(col(del.Old, "id").Value) != "1" {
@@ -401,7 +405,7 @@ func TestDecoderIntegrationChanges(t *testing.T) {
 	if len(txn.Items) != 1 {
 		t.Fatalf("got %d items, want one truncate", len(txn.Items))
 	}
-	tr, ok := txn.Items[0].(*Truncate)
+	tr, ok := txn.Items[0].(*decoder.Truncate)
 	if !ok || len(tr.Relations) != 1 || tr.Relations[0].Table != "orders" || tr.Relations[0].RelID != ins.RelID ||
 		len(tr.Relations[0].Mappings) != 1 || tr.Relations[0].Mappings[0] != mappingID {
 		t.Fatalf("truncate: %+v", txn.Items[0])
@@ -415,11 +419,11 @@ func TestDecoderIntegrationWALLevel(t *testing.T) {
 		t.Skip("starts Postgres")
 	}
 	c := harness.Start(t, "wal_level = replica")
-	var logs syncBuffer
-	d := New(Config{DSN: c.DSN(), Slot: testSlot, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var logs decoderLogBuffer
+	d := decoder.New(decoder.Config{DSN: c.DSN(), Slot: decoderTestSlot, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	if err := d.Run(ctx, make(chan Event)); !errors.Is(err, context.DeadlineExceeded) {
+	if err := d.Run(ctx, make(chan decoder.Event)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run returned %v", err)
 	}
 	got := logs.String()
@@ -431,18 +435,18 @@ func TestDecoderIntegrationWALLevel(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
+type decoderLogBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *decoderLogBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *decoderLogBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
