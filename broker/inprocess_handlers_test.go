@@ -128,16 +128,10 @@ func TestInProcessTopicLifecycle(t *testing.T) {
 
 	// The mirror writes log ends behind the log.
 	topicID := tb.catalog.topicByName("orders").id
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if e, ok := tb.meta.LogEnd(topicID, 1); ok && e.HighWatermark == 10 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("mirror never wrote partition 1's high watermark 10")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, 10*time.Second, "the mirror writing partition 1's high watermark 10", func() bool {
+		e, ok := tb.meta.LogEnd(topicID, 1)
+		return ok && e.HighWatermark == 10
+	})
 
 	commit := kmsg.NewPtrOffsetCommitRequest()
 	commit.Group, commit.Generation, commit.MemberID = "g", -1, ""

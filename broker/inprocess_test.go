@@ -9,9 +9,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,19 +27,14 @@ type testBroker struct {
 	*Broker
 	meta *metadata.Memory
 	addr string
+	stop func() // stops serving and closes the broker; runs once
 }
 
 // startTestBroker serves a broker on an ephemeral port until the test ends.
 func startTestBroker(t *testing.T, adjust ...func(*Config)) *testBroker {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := Config{
-		ListenAddr:                 ln.Addr().String(),
 		AdvertisedHost:             "127.0.0.1",
-		AdvertisedPort:             int32(ln.Addr().(*net.TCPAddr).Port),
 		DataDir:                    t.TempDir(),
 		DSN:                        "unused: the store is in memory",
 		NodeID:                     1,
@@ -47,27 +45,77 @@ func startTestBroker(t *testing.T, adjust ...func(*Config)) *testBroker {
 	for _, f := range adjust {
 		f(&cfg)
 	}
-	mem := metadata.NewMemory()
+	return serveTestBroker(t, cfg, metadata.NewMemory())
+}
+
+// serveTestBroker opens a broker on cfg and mem and serves it on an
+// ephemeral port (cfg's listen address and advertised port are replaced)
+// until stop or the end of the test.
+func serveTestBroker(t *testing.T, cfg Config, mem *metadata.Memory) *testBroker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ListenAddr = ln.Addr().String()
+	cfg.AdvertisedPort = int32(ln.Addr().(*net.TCPAddr).Port)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	b, err := open(ctx, cfg, mem, log)
 	if err != nil {
 		cancel()
+		ln.Close()
 		t.Fatalf("open broker: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		ln.Close()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			ln.Close()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+			if err := b.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &testBroker{Broker: b, meta: mem, addr: ln.Addr().String(), stop: stop}
+}
+
+// restartAfterCrash stands for a kill -9 of the broker process and its
+// restart. The data directory is copied as it is now, which is what a
+// killed process leaves (what it wrote is in the page cache, whatever it
+// held in memory is gone, nothing was closed); this broker stops, and a
+// new one opens on the copy and on the same metadata store, which, being
+// Postgres, outlives the broker.
+func (tb *testBroker) restartAfterCrash(t *testing.T) *testBroker {
+	t.Helper()
+	image := t.TempDir()
+	if err := os.CopyFS(image, os.DirFS(tb.cfg.DataDir)); err != nil {
+		t.Fatalf("copy the data directory: %v", err)
+	}
+	tb.stop()
+	cfg := tb.cfg
+	cfg.DataDir = image
+	return serveTestBroker(t, cfg, tb.meta)
+}
+
+// eventually waits up to timeout for cond to hold, and fails the test,
+// naming what was awaited, if it never does. Tests order events with it
+// rather than with sleeps.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", timeout, what)
 		}
-		if err := b.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return &testBroker{Broker: b, meta: mem, addr: ln.Addr().String()}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // testClient is one Kafka connection.
@@ -88,27 +136,38 @@ func (tb *testBroker) dial(t *testing.T) *testClient {
 	return &testClient{t: t, nc: nc, r: bufio.NewReader(nc)}
 }
 
-// do sends req at the highest version the broker serves for its key
-// (unless the caller set one) and returns the response.
+// do sends req at the version it carries (latest sets the highest the
+// broker serves) and returns the response; a failure ends the test.
 func (c *testClient) do(req kmsg.Request) kmsg.Response {
 	c.t.Helper()
-	c.correlation++
-	if err := c.nc.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+	resp, err := c.roundTrip(req)
+	if err != nil {
 		c.t.Fatal(err)
 	}
+	return resp
+}
+
+// roundTrip is do for goroutines other than the test's: it returns what
+// went wrong rather than failing the test.
+func (c *testClient) roundTrip(req kmsg.Request) (kmsg.Response, error) {
+	name := kmsg.NameForKey(req.Key())
+	c.correlation++
+	if err := c.nc.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		return nil, err
+	}
 	if _, err := c.nc.Write(frame(encodeRequest(req, c.correlation, "inprocess"))); err != nil {
-		c.t.Fatalf("write %s: %v", kmsg.NameForKey(req.Key()), err)
+		return nil, fmt.Errorf("write %s: %w", name, err)
 	}
 	var size [4]byte
 	if _, err := io.ReadFull(c.r, size[:]); err != nil {
-		c.t.Fatalf("read %s response: %v", kmsg.NameForKey(req.Key()), err)
+		return nil, fmt.Errorf("read %s response: %w", name, err)
 	}
 	body := make([]byte, binary.BigEndian.Uint32(size[:]))
 	if _, err := io.ReadFull(c.r, body); err != nil {
-		c.t.Fatalf("read %s response: %v", kmsg.NameForKey(req.Key()), err)
+		return nil, fmt.Errorf("read %s response: %w", name, err)
 	}
 	if got := int32(binary.BigEndian.Uint32(body)); got != c.correlation {
-		c.t.Fatalf("correlation id %d, want %d", got, c.correlation)
+		return nil, fmt.Errorf("%s: correlation id %d, want %d", name, got, c.correlation)
 	}
 	body = body[4:]
 	resp := req.ResponseKind()
@@ -118,7 +177,7 @@ func (c *testClient) do(req kmsg.Request) kmsg.Response {
 		body = body[1:]
 	}
 	if err := resp.ReadFrom(body); err != nil {
-		c.t.Fatalf("decode %s response: %v", kmsg.NameForKey(req.Key()), err)
+		return nil, fmt.Errorf("decode %s response: %w", name, err)
 	}
-	return resp
+	return resp, nil
 }

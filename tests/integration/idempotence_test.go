@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/kafgres/kafgres/tests/harness"
 	"github.com/kafgres/kafgres/tests/hostile"
 )
 
@@ -72,19 +71,6 @@ func (r *rawClient) produce(topic string, records []byte) (int16, int64) {
 	return p.ErrorCode, p.BaseOffset
 }
 
-func (r *rawClient) topicID(topic string) [16]byte {
-	r.t.Helper()
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), r.cl)
-	if err != nil || resp.Topics[0].ErrorCode != 0 {
-		r.t.Fatalf("metadata for %s: %v", topic, err)
-	}
-	return resp.Topics[0].TopicID
-}
-
 func (r *rawClient) initProducerID() int64 {
 	r.t.Helper()
 	resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(context.Background(), r.cl)
@@ -92,96 +78,4 @@ func (r *rawClient) initProducerID() int64 {
 		r.t.Fatalf("InitProducerId: %v %v", err, kerr.ErrorForCode(resp.ErrorCode))
 	}
 	return resp.ProducerID
-}
-
-func (r *rawClient) logEnd(topic string) int64 {
-	r.t.Helper()
-	req := kmsg.NewPtrListOffsetsRequest()
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Timestamp = -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), r.cl)
-	if err != nil {
-		r.t.Fatalf("ListOffsets: %v", err)
-	}
-	return resp.Topics[0].Partitions[0].Offset
-}
-
-func wantProduce(t *testing.T, what string, gotCode int16, gotOff int64, wantErr *kerr.Error, wantOff int64) {
-	t.Helper()
-	var code int16
-	if wantErr != nil {
-		code = wantErr.Code
-	}
-	if gotCode != code || (wantErr == nil && gotOff != wantOff) {
-		t.Fatalf("%s: got (%v, offset %d), want (%v, offset %d)", what, kerr.ErrorForCode(gotCode), gotOff, wantErr, wantOff)
-	}
-}
-
-// TestIdempotentSequenceWindow drives the sequence rules with raw requests,
-// including across a kill -9 of the broker (state rebuilt from the log).
-func TestIdempotentSequenceWindow(t *testing.T) {
-	c := harness.Start(t)
-	c.CreateTopic(t, "seq", 1)
-	r := newRaw(t, c.Addr)
-	pid := r.initProducerID()
-
-	code, off := r.produce("seq", batch(pid, 0, 0, 3, "a"))
-	wantProduce(t, "first batch", code, off, nil, 0)
-	code, off = r.produce("seq", batch(pid, 0, 0, 3, "a"))
-	wantProduce(t, "retried first batch", code, off, nil, 0)
-	code, off = r.produce("seq", batch(pid, 0, 3, 2, "b"))
-	wantProduce(t, "second batch", code, off, nil, 3)
-	if end := r.logEnd("seq"); end != 5 {
-		t.Fatalf("log end %d after a duplicate, want 5", end)
-	}
-	code, off = r.produce("seq", batch(pid, 0, 9, 1, "gap"))
-	wantProduce(t, "sequence gap", code, off, kerr.OutOfOrderSequenceNumber, -1)
-
-	old := c.KillBroker(t)
-	c.WaitBroker(t, old, 20*time.Second)
-	r = newRaw(t, c.Addr)
-	code, off = r.produce("seq", batch(pid, 0, 3, 2, "b"))
-	wantProduce(t, "retry after restart", code, off, nil, 3)
-	code, off = r.produce("seq", batch(pid, 0, 5, 1, "c"))
-	wantProduce(t, "next after restart", code, off, nil, 5)
-
-	code, off = r.produce("seq", batch(pid, 1, 0, 1, "epoch1"))
-	wantProduce(t, "epoch bump", code, off, nil, 6)
-	code, off = r.produce("seq", batch(pid, 0, 6, 1, "stale"))
-	wantProduce(t, "stale epoch", code, off, kerr.InvalidProducerEpoch, -1)
-	code, off = r.produce("seq", batch(pid, 2, 5, 1, "bump-not-zero"))
-	wantProduce(t, "epoch bump with non-zero sequence", code, off, kerr.OutOfOrderSequenceNumber, -1)
-	if end := r.logEnd("seq"); end != 7 {
-		t.Fatalf("log end %d, want 7", end)
-	}
-}
-
-// TestProduceValidation: the errors Kafka gives for bad batches.
-func TestProduceValidation(t *testing.T) {
-	c := harness.Start(t)
-	c.CreateTopic(t, "val", 1)
-	r := newRaw(t, c.Addr)
-
-	bad := batch(-1, -1, -1, 1, "x")
-	bad[len(bad)-1] ^= 0xff
-	code, off := r.produce("val", bad)
-	wantProduce(t, "bad crc", code, off, kerr.CorruptMessage, -1)
-
-	two := append(batch(-1, -1, -1, 1, "x"), batch(-1, -1, -1, 1, "y")...)
-	code, off = r.produce("val", two)
-	wantProduce(t, "two batches", code, off, kerr.InvalidRecord, -1)
-
-	big := batch(-1, -1, -1, 1, string(make([]byte, 1100000)))
-	code, off = r.produce("val", big)
-	wantProduce(t, "too large", code, off, kerr.MessageTooLarge, -1)
-
-	code, off = r.produce("nope", batch(-1, -1, -1, 1, "x"))
-	wantProduce(t, "unknown topic", code, off, kerr.UnknownTopicOrPartition, -1)
-
-	code, off = r.produce("val", batch(-1, -1, -1, 1, "ok"))
-	wantProduce(t, "valid after errors", code, off, nil, 0)
 }
