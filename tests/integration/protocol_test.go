@@ -41,9 +41,11 @@ func TestAutoCreateAndSQLDrop(t *testing.T) {
 	}
 	// A producing client would re-create the topic on its next metadata
 	// refresh after the drop, as it would against Kafka; watch with one
-	// that does not produce.
+	// that does not produce, and does not answer kadm's Metadata from
+	// what it cached at its start, before the drop (MetadataMinAge, 5 s by
+	// default).
 	cl.Close()
-	if cl, err = kgo.NewClient(kgo.SeedBrokers(c.Addr)); err != nil {
+	if cl, err = kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.MetadataMinAge(10*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	adm = kadm.NewClient(cl)
