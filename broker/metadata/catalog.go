@@ -64,7 +64,25 @@ func (s *Postgres) BumpLeaderEpochs(ctx context.Context) error {
 // configs of node nodeID. They are separate statements: a config change
 // between them is caught by the NOTIFY it sends, which makes the catalog
 // reload again.
+//
+// The reads are retried on a connection that turns out dead (a backend
+// terminated, Postgres restarted): the pool then hands out a fresh one,
+// and a lookup that reloads on a miss must find a topic created a moment
+// ago rather than fail on the pool's stale connections.
 func (s *Postgres) LoadCatalog(ctx context.Context, nodeID int32) (Catalog, error) {
+	var (
+		c   Catalog
+		err error
+	)
+	for attempt := 0; attempt <= maxStaleConns; attempt++ {
+		if c, err = s.loadCatalog(ctx, nodeID); err == nil || !connectionLost(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return c, err
+}
+
+func (s *Postgres) loadCatalog(ctx context.Context, nodeID int32) (Catalog, error) {
 	topics, err := s.loadTopics(ctx)
 	if err != nil {
 		return Catalog{}, err

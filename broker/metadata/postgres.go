@@ -15,7 +15,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +46,9 @@ type Postgres struct {
 	mirror mirrorConn
 }
 
+// poolConns is the size of the metadata pool.
+const poolConns = 8
+
 const sqlExtensionVersion = `SELECT coalesce((SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname OPERATOR(pg_catalog.=) 'kafgres'), '')`
 
 // Connect opens the metadata pool, retrying every second until Postgres
@@ -57,7 +63,7 @@ func Connect(ctx context.Context, dsn, schemaVersion string, log *slog.Logger) (
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = "kafgres"
 	}
-	pcfg.MaxConns = 8
+	pcfg.MaxConns = poolConns
 	logged := false
 	for {
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -123,6 +129,24 @@ func (s *Postgres) NextProducerID(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("allocate producer id: %w", err)
 	}
 	return id, nil
+}
+
+// maxStaleConns bounds the retries of a read that met a dead connection:
+// the pool holds at most this many.
+const maxStaleConns = poolConns
+
+// connectionLost reports an error that says the connection, not the
+// statement, failed: the server ended the session (class 57P: terminated
+// by an administrator, shut down) or the connection broke (class 08, or an
+// error that never reached Postgres's protocol).
+func connectionLost(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "08")
+	}
+	var netErr net.Error
+	return pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		(errors.As(err, &netErr) && !netErr.Timeout())
 }
 
 // sqlState is the SQLSTATE of a Postgres error, or "".

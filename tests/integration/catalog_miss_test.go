@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -88,4 +89,39 @@ func TestUnknownTopicLookupsBounded(t *testing.T) {
 		t.Fatalf("topic created in SQL: metadata error %v, %d partitions", kerr.ErrorForCode(code), len(resp.Topics[0].Partitions))
 	}
 	produceAll(t, c.Addr, "made-in-sql", 3)
+}
+
+// TestCatalogAfterTerminatedConnections: when the broker's connections to
+// Postgres have been ended under it (pg_terminate_backend, a restart), a
+// lookup that reloads on a miss still finds a topic created a moment ago:
+// the reload retries on a fresh connection instead of failing on the
+// pool's dead ones.
+func TestCatalogAfterTerminatedConnections(t *testing.T) {
+	c := harness.Start(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx := ctxT(t)
+	conn := c.Conn(t)
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("after-terminate-%d", i)
+		if _, err := conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid, 10000)
+			FROM pg_stat_activity WHERE application_name = 'kafgres' AND pid <> pg_backend_pid()`); err != nil {
+			t.Fatal(err)
+		}
+		c.Exec(t, `SELECT kafgres_create_topic($1, 1)`, name)
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.Topics[0].ErrorCode; code != 0 {
+			t.Fatalf("%s, created right after the broker's connections were ended: %v", name, kerr.ErrorForCode(code))
+		}
+	}
 }
