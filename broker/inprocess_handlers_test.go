@@ -12,7 +12,7 @@ import (
 func (tb *testBroker) latest(req kmsg.Request) kmsg.Request {
 	a, ok := tb.apis.lookup(req.Key())
 	if !ok {
-		panic("not served: " + kmsg.NameForKey(req.Key()))
+		tb.t.Fatalf("%s is not served", kmsg.NameForKey(req.Key()))
 	}
 	req.SetVersion(a.max)
 	return req

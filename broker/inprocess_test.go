@@ -25,6 +25,7 @@ import (
 
 type testBroker struct {
 	*Broker
+	t    testing.TB
 	meta *metadata.Memory
 	addr string
 	stop func() // stops serving and closes the broker; runs once
@@ -83,7 +84,7 @@ func serveTestBroker(t *testing.T, cfg Config, mem *metadata.Memory) *testBroker
 		})
 	}
 	t.Cleanup(stop)
-	return &testBroker{Broker: b, meta: mem, addr: ln.Addr().String(), stop: stop}
+	return &testBroker{Broker: b, t: t, meta: mem, addr: ln.Addr().String(), stop: stop}
 }
 
 // restartAfterCrash stands for a kill -9 of the broker process and its
