@@ -25,7 +25,6 @@ type Memory struct {
 	features   map[string]int16
 	quotas     map[string]Quota // by entity and key
 	producerID int64
-	delivered  uint64
 	logEnds    map[TopicPartition]LogEnd
 
 	// changed has a value when a change has not been seen by
@@ -335,12 +334,9 @@ func (m *Memory) AlterQuotas(_ context.Context, e QuotaEntity, ops []QuotaOp) er
 	return nil
 }
 
-func (m *Memory) MirrorDelivered(_ context.Context, lsn uint64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.delivered = max(m.delivered, lsn)
-	return nil
-}
+// MirrorDelivered accepts the delivered LSN and keeps nothing: only SQL
+// (kafgres_wait_delivered) reads it back, and Memory has no SQL.
+func (m *Memory) MirrorDelivered(context.Context, uint64) error { return nil }
 
 func (m *Memory) MirrorLogEnds(_ context.Context, ends []LogEnd) error {
 	m.mu.Lock()
