@@ -26,6 +26,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -72,8 +73,8 @@ func validateConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (*kerr.E
 		return kerr.InvalidRequest, "InstanceId can't be empty."
 	case empty(req.RackID):
 		return kerr.InvalidRequest, "RackId can't be empty."
-	case req.ServerAssignor != nil && *req.ServerAssignor != "uniform" && *req.ServerAssignor != "range":
-		return kerr.UnsupportedAssignor, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: uniform, range.", *req.ServerAssignor)
+	case req.ServerAssignor != nil && !coordinator.IsServerAssignor(*req.ServerAssignor):
+		return kerr.UnsupportedAssignor, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: %s.", *req.ServerAssignor, strings.Join(coordinator.ServerAssignors(), ", "))
 	}
 	switch {
 	case req.MemberEpoch == coordinator.JoinEpoch:

@@ -246,3 +246,33 @@ func TestInProcessProducerIDs(t *testing.T) {
 		seen[resp.ProducerID] = true
 	}
 }
+
+// TestInProcessConsumerHeartbeatAssignor: a KIP-848 member may name any
+// assignor the coordinator serves, and an unknown one is refused with
+// Kafka's error and its list of the served names.
+func TestInProcessConsumerHeartbeatAssignor(t *testing.T) {
+	tb := startTestBroker(t)
+	c := tb.dial(t)
+	join := func(group, assignor string) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch = group, "m-"+group, 0
+		req.RebalanceTimeoutMillis = 30000
+		req.SubscribedTopicNames = []string{"t"}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		req.ServerAssignor = kmsg.StringPtr(assignor)
+		return c.do(tb.latest(req)).(*kmsg.ConsumerGroupHeartbeatResponse)
+	}
+	for _, name := range []string{"uniform", "range"} {
+		if resp := join("g-"+name, name); resp.ErrorCode != 0 {
+			t.Fatalf("assignor %s: error %d (%v)", name, resp.ErrorCode, resp.ErrorMessage)
+		}
+	}
+	resp := join("g-sticky", "sticky")
+	if resp.ErrorCode != kerr.UnsupportedAssignor.Code {
+		t.Fatalf("assignor sticky: error %d, want UNSUPPORTED_ASSIGNOR", resp.ErrorCode)
+	}
+	const want = "ServerAssignor sticky is not supported. Supported assignors: uniform, range."
+	if resp.ErrorMessage == nil || *resp.ErrorMessage != want {
+		t.Fatalf("assignor sticky: message %v, want %q", resp.ErrorMessage, want)
+	}
+}

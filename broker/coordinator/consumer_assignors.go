@@ -10,6 +10,20 @@ import (
 	"sort"
 )
 
+// The served assignors' names, the default first (Kafka's
+// group.consumer.assignors).
+const (
+	UniformAssignor = "uniform"
+	RangeAssignor   = "range"
+)
+
+// ServerAssignors are the names a ConsumerGroupHeartbeat may ask for, in
+// the order Kafka lists them.
+func ServerAssignors() []string { return []string{UniformAssignor, RangeAssignor} }
+
+// IsServerAssignor says whether name is one of ServerAssignors.
+func IsServerAssignor(name string) bool { return slices.Contains(ServerAssignors(), name) }
+
 // assign computes the target assignment of every member (an empty set for
 // a member with nothing). prev is the previous target, which uniform keeps
 // where it can.
@@ -26,7 +40,7 @@ func assign(name string, topics []Topic, members map[string]*consumerMember, pre
 	for _, id := range ids {
 		out[id] = tpSet{}
 	}
-	if name == "range" {
+	if name == RangeAssignor {
 		assignRange(topics, ids, members, out)
 	} else {
 		assignUniform(topics, ids, members, prev, out)

@@ -37,7 +37,7 @@ import (
 const (
 	consumerHeartbeatInterval = 5 * time.Second  // group.consumer.heartbeat.interval.ms
 	consumerSessionTimeout    = 45 * time.Second // group.consumer.session.timeout.ms
-	defaultServerAssignor     = "uniform"        // first of group.consumer.assignors
+	defaultServerAssignor     = UniformAssignor  // first of group.consumer.assignors
 )
 
 // Member epochs with a meaning of their own in a heartbeat.
