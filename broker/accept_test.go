@@ -8,11 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/retry"
 )
 
 // scriptedListener returns the scripted errors from Accept (nil: a real
@@ -44,8 +47,18 @@ func acceptErr(errno syscall.Errno) error {
 	return &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}
 }
 
-// Running out of descriptors is survived: logged once, counted, retried
-// with backoff, and connections are served again after it.
+// recordedWaits is an acceptRetry whose waits are recorded, not slept.
+func recordedWaits(waits *[]time.Duration) retry.Policy {
+	p := acceptRetry()
+	p.Wait = func(ctx context.Context, d time.Duration) error {
+		*waits = append(*waits, d)
+		return ctx.Err()
+	}
+	return p
+}
+
+// Running out of descriptors is survived: logged once per cause, counted,
+// retried with backoff, and connections are served again after it.
 func TestAcceptLoopBacksOff(t *testing.T) {
 	emfile := acceptErr(syscall.EMFILE)
 	ln := &scriptedListener{closed: make(chan struct{}), script: []error{nil, emfile, emfile, emfile, acceptErr(syscall.ENFILE), nil}}
@@ -55,13 +68,12 @@ func TestAcceptLoopBacksOff(t *testing.T) {
 	served := make(chan struct{}, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	start := time.Now()
+	var waits []time.Duration
 	go func() {
-		done <- acceptLoop(ctx, ln, log, &failures, func(nc net.Conn) { nc.Close(); served <- struct{}{} })
+		done <- acceptLoop(ctx, ln, recordedWaits(&waits), log, &failures, func(nc net.Conn) { nc.Close(); served <- struct{}{} })
 	}()
 	<-served
 	<-served
-	took := time.Since(start)
 	cancel()
 	ln.Close()
 	if err := <-done; err != nil {
@@ -70,13 +82,50 @@ func TestAcceptLoopBacksOff(t *testing.T) {
 	if failures.Load() != 4 {
 		t.Fatalf("%d failures counted, want 4", failures.Load())
 	}
-	// 5 + 10 + 20 + 40 ms of backoff.
-	if took < 70*time.Millisecond {
-		t.Fatalf("retried without backing off (%v)", took)
+	ms := time.Millisecond
+	if want := []time.Duration{5 * ms, 10 * ms, 20 * ms, 40 * ms}; !slices.Equal(waits, want) {
+		t.Fatalf("waits %v, want %v", waits, want)
 	}
 	out := logs.String()
-	if strings.Count(out, "accept failed; retrying") != 1 || !strings.Contains(out, "too many open files") || !strings.Contains(out, "accepting connections again") {
+	if strings.Count(out, "accept failed; retrying") != 2 || !strings.Contains(out, "too many open files") ||
+		!strings.Contains(out, "too many open files in system") || strings.Count(out, "accepting connections again") != 1 {
 		t.Fatalf("log:\n%s", out)
+	}
+}
+
+// Under a descriptor shortage every freed descriptor lets one connection
+// in between failures: that must not log a line per connection.
+func TestAcceptLoopFlapping(t *testing.T) {
+	emfile := acceptErr(syscall.EMFILE)
+	var script []error
+	for range 50 {
+		script = append(script, emfile, nil)
+	}
+	ln := &scriptedListener{closed: make(chan struct{}), script: script}
+	var logs bytes.Buffer
+	var failures atomic.Uint64
+	served := make(chan struct{}, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	var waits []time.Duration
+	go func() {
+		done <- acceptLoop(ctx, ln, recordedWaits(&waits), slog.New(slog.NewTextHandler(&logs, nil)), &failures,
+			func(nc net.Conn) { nc.Close(); served <- struct{}{} })
+	}()
+	for range 50 {
+		<-served
+	}
+	cancel()
+	ln.Close()
+	<-done
+	out := logs.String()
+	if strings.Count(out, "accept failed; retrying") != 1 || strings.Count(out, "accepting connections again") != 1 {
+		t.Fatalf("log:\n%s", out)
+	}
+	for _, w := range waits {
+		if w != 5*time.Millisecond {
+			t.Fatalf("backoff not reset after a success: %v", waits)
+		}
 	}
 }
 
@@ -86,7 +135,7 @@ func TestAcceptLoopPermanentError(t *testing.T) {
 	ln := &scriptedListener{closed: make(chan struct{}), script: []error{fmt.Errorf("accept: %w", net.ErrClosed)}}
 	var logs bytes.Buffer
 	var failures atomic.Uint64
-	err := acceptLoop(context.Background(), ln, slog.New(slog.NewTextHandler(&logs, nil)), &failures, func(net.Conn) {})
+	err := acceptLoop(context.Background(), ln, acceptRetry(), slog.New(slog.NewTextHandler(&logs, nil)), &failures, func(net.Conn) {})
 	if !errors.Is(err, net.ErrClosed) || !strings.Contains(logs.String(), "accepting connections failed") {
 		t.Fatalf("err %v, log %s", err, logs.String())
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kafgres/kafgres/broker/coordinator"
 	"github.com/kafgres/kafgres/broker/metadata"
+	"github.com/kafgres/kafgres/broker/retry"
 	"github.com/kafgres/kafgres/broker/storage"
 )
 
@@ -173,7 +174,7 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 	})
 
 	var conns sync.WaitGroup
-	err := acceptLoop(ctx, ln, b.log, &b.acceptErrors, func(nc net.Conn) {
+	err := acceptLoop(ctx, ln, acceptRetry(), b.log, &b.acceptErrors, func(nc net.Conn) {
 		ip := remoteIP(nc)
 		maxTotal, maxPerIP := b.brokerConfigs().ConnectionLimits()
 		if !b.conns.admit(ip, maxTotal, maxPerIP) {
@@ -198,56 +199,52 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Accept retry delays after a transient failure, as net/http's server
-// uses: 5 ms doubling up to 1 s.
-const (
-	acceptBackoffMin = 5 * time.Millisecond
-	acceptBackoffMax = time.Second
-)
+// acceptRetry is how accepting is retried after a transient failure:
+// after 5 ms doubling up to 1 s, as net/http's server does, and a cause
+// logged at most once per 10 s. A success between two failures says little
+// (under a descriptor shortage every freed descriptor lets one connection
+// in), so it does not make the next failure news.
+func acceptRetry() retry.Policy {
+	return retry.Policy{Min: 5 * time.Millisecond, Max: time.Second, Repeat: 10 * time.Second}
+}
 
 // acceptLoop hands every accepted connection to serve until ctx ends (nil)
 // or accepting fails for good (the error). Running out of file descriptors
 // or kernel memory is transient: the clients already connected keep being
 // served, the failure is logged and counted, and accepting resumes after a
-// backoff once descriptors are free again.
-func acceptLoop(ctx context.Context, ln net.Listener, log *slog.Logger, failures *atomic.Uint64, serve func(net.Conn)) error {
-	var (
-		delay     time.Duration
-		lastLog   time.Time
-		unlogged  uint64
-		logWindow = 10 * time.Second
-	)
-	for {
-		nc, err := ln.Accept()
-		if err == nil {
-			if delay > 0 {
-				log.Info("accepting connections again", "failures", failures.Load())
+// backoff (p) once descriptors are free again.
+func acceptLoop(ctx context.Context, ln net.Listener, p retry.Policy, log *slog.Logger, failures *atomic.Uint64, serve func(net.Conn)) error {
+	// recovering: a failure was logged and no connection accepted since.
+	recovering := false
+	err := retry.Run(ctx, p, func(ctx context.Context) (bool, error) {
+		accepted := false
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				if ctx.Err() == nil && !transientAcceptError(err) {
+					return accepted, retry.Permanent(err)
+				}
+				return accepted, err
 			}
-			delay = 0
+			if recovering {
+				log.Info("accepting connections again", "failures", failures.Load())
+				recovering = false
+			}
+			accepted = true
 			serve(nc)
-			continue
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !transientAcceptError(err) {
-			log.Error("accepting connections failed", "err", err)
-			return fmt.Errorf("accept: %w", err)
-		}
+	}, func(f retry.Failure) {
 		n := failures.Add(1)
-		delay = min(max(2*delay, acceptBackoffMin), acceptBackoffMax)
-		// One line for the first failure of a burst, then at most one
-		// per window, so a descriptor shortage cannot flood the log.
-		if unlogged++; time.Since(lastLog) >= logWindow {
-			log.Error("accept failed; retrying", "err", err, "retry_in", delay, "failures", n, "since_last_log", unlogged)
-			lastLog, unlogged = time.Now(), 0
+		if f.Log {
+			log.Error("accept failed; retrying", "err", f.Err, "retry_in", f.Delay, "failures", n, "since_last_log", f.Held+1)
+			recovering = true
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	log.Error("accepting connections failed", "err", err)
+	return fmt.Errorf("accept: %w", err)
 }
 
 // transientAcceptError reports an Accept failure that goes away by itself:

@@ -32,6 +32,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/kafgres/kafgres/broker/retry"
 )
 
 // Config says where the slot is and how to stream it.
@@ -66,6 +68,8 @@ type Decoder struct {
 	// pauseQuiet is how long the stream must have carried no frames before
 	// receive pauses between keepalives (readPause).
 	pauseQuiet time.Duration
+	// wait is the wait between sessions (retry.Policy.Wait); nil: sleep.
+	wait func(context.Context, time.Duration) error
 }
 
 // New returns a decoder for cfg with defaults filled in. It does not connect.
@@ -119,43 +123,26 @@ func (d *Decoder) Run(ctx context.Context, out chan<- Event) error {
 		return err
 	}
 	s := &stream{d: d, out: out}
-	backoff := minBackoff
-	failures := 0
-	lastLogged := ""
-	for {
+	return retry.Run(ctx, retry.Policy{Min: minBackoff, Max: maxBackoff, Wait: d.wait}, func(ctx context.Context) (bool, error) {
 		err := s.run(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		// A protocol error does not count as progress, so a frame that
+		// fails every time makes us retry every few seconds rather than
+		// spin.
+		return s.streamed && !errors.As(err, new(*protocolError)), err
+	}, func(f retry.Failure) {
 		var perr *protocolError
-		isProtocol := errors.As(err, &perr)
-		if s.streamed && !isProtocol {
-			// The session worked: this failure starts a fresh streak.
-			backoff, failures, lastLogged = minBackoff, 0, ""
-		}
-		failures++
 		switch {
-		case isProtocol:
-			// A bug in the plugin or here: always worth an error line. The
-			// backoff is not reset, so a frame that fails every time makes
-			// us retry every few seconds rather than spin.
-			d.log.Error("unparsable replication stream, reconnecting", "err", err,
+		case errors.As(f.Err, &perr):
+			// A bug in the plugin or here: always worth an error line.
+			d.log.Error("unparsable replication stream, reconnecting", "err", f.Err,
 				"frame_kind", perr.kindName(), "frame_len", perr.length, "wal_start", perr.walStart)
-		case s.streamed:
-			d.log.Warn("replication connection lost, reconnecting", "err", err)
-		case err.Error() != lastLogged:
-			// Once per streak and cause: a server that stays down for an
-			// hour should not write a line every five seconds.
-			d.log.Warn("replication connection failed, retrying", "err", err, "attempt", failures, "retry_in", backoff)
-			lastLogged = err.Error()
+		case !f.Log:
+		case f.Lost:
+			d.log.Warn("replication connection lost, reconnecting", "err", f.Err)
+		default:
+			d.log.Warn("replication connection failed, retrying", "err", f.Err, "attempt", f.Attempt, "retry_in", f.Delay)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, maxBackoff)
-	}
+	})
 }
 
 // checkName accepts what Postgres accepts as a slot name, which keeps the

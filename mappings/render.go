@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafgres/kafgres/broker/metadata/listen"
+	"github.com/kafgres/kafgres/broker/retry"
 	"github.com/kafgres/kafgres/decoder"
 )
 
@@ -127,6 +129,9 @@ const (
 	statusFlushInterval = time.Second
 	retireInterval      = 2 * time.Second
 	notifyChannel       = "kafgres_mappings"
+	// The LISTEN connection is retried after 100 ms, doubling up to 5 s.
+	listenRetryMin = 100 * time.Millisecond
+	listenRetryMax = 5 * time.Second
 )
 
 // Config is what the renderer takes from the broker's settings.
@@ -186,10 +191,11 @@ func (r *Renderer) Close() {
 	if r.flushTimer != nil {
 		r.flushTimer.Stop()
 	}
+	stop, done := r.stopListen, r.listenDone
 	r.mu.Unlock()
-	if r.stopListen != nil {
-		r.stopListen()
-		<-r.listenDone
+	if stop != nil {
+		stop()
+		<-done
 	}
 	r.render.Close()
 }
@@ -1685,44 +1691,22 @@ func (r *Renderer) reset(ctx context.Context, conn *pgxpool.Conn) {
 // startListener keeps a connection LISTENing on kafgres_mappings for as
 // long as the renderer lives, marking the definitions stale on every
 // notification and whenever it (re)connects, since changes made while it
-// was not listening went unnoticed.
+// was not listening went unnoticed. Called under r.mu.
 func (r *Renderer) startListener() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopListen = cancel
-	r.listenDone = make(chan struct{})
+	done := make(chan struct{})
+	r.listenDone = done
 	go func() {
-		defer close(r.listenDone)
-		backoff := 100 * time.Millisecond
-		for ctx.Err() == nil {
-			err := r.listen(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			r.logger.Warn("mapping notifications lost; reconnecting", "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
-		}
+		defer close(done)
+		listen.Run(ctx, listen.Config{
+			Conn:    r.pool.Config().ConnConfig,
+			Channel: notifyChannel,
+			Retry:   retry.Policy{Min: listenRetryMin, Max: listenRetryMax},
+			Log:     r.logger,
+		}, func(context.Context) error {
+			r.stale.Store(true)
+			return nil
+		})
 	}()
-}
-
-func (r *Renderer) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	r.stale.Store(true)
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		r.stale.Store(true)
-	}
 }

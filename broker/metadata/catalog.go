@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kafgres/kafgres/broker/metadata/listen"
+	"github.com/kafgres/kafgres/broker/retry"
 )
 
 // Topic is one row of kafgres.topic with its partitions' leader epochs
@@ -231,39 +234,13 @@ func (s *Postgres) TopicIDSequence(ctx context.Context) (int64, error) {
 // been missed meanwhile; it returns when ctx ends. An error of changed is
 // logged; losing the connection is logged and retried every second.
 func (s *Postgres) WatchCatalog(ctx context.Context, changed func(context.Context) error) {
-	for ctx.Err() == nil {
-		err := s.watchOnce(ctx, changed)
-		if ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("topic notifications interrupted", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	listen.Run(ctx, listen.Config{
+		Conn:    s.mirror.config,
+		Channel: notifyChannel,
+		Retry:   retry.Policy{Min: watchRetryEvery, Max: watchRetryEvery},
+		Log:     s.log,
+	}, changed)
 }
 
-func (s *Postgres) watchOnce(ctx context.Context, changed func(context.Context) error) error {
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire listen connection: %w", err)
-	}
-	// The connection carries LISTEN state; never hand it back to the pool.
-	conn := pc.Hijack()
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	if err := changed(ctx); err != nil {
-		return err
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return fmt.Errorf("wait for notification: %w", err)
-		}
-		if err := changed(ctx); err != nil {
-			s.log.Error("reload topics", "err", err)
-		}
-	}
-}
+// watchRetryEvery is how often a lost LISTEN connection is retried.
+const watchRetryEvery = time.Second

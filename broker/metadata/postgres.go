@@ -24,6 +24,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafgres/kafgres/broker/retry"
 )
 
 // Errors a caller turns into Kafka error codes.
@@ -54,7 +56,7 @@ const sqlExtensionVersion = `SELECT coalesce((SELECT e.extversion FROM pg_catalo
 // Connect opens the metadata pool, retrying every second until Postgres
 // answers and the kafgres extension exists at schemaVersion: under the
 // supervisor the broker starts before anyone has had a chance to run
-// CREATE EXTENSION.
+// CREATE EXTENSION. Each reason it waits for is logged once.
 func Connect(ctx context.Context, dsn, schemaVersion string, log *slog.Logger) (*Postgres, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -64,35 +66,41 @@ func Connect(ctx context.Context, dsn, schemaVersion string, log *slog.Logger) (
 		pcfg.ConnConfig.RuntimeParams["application_name"] = "kafgres"
 	}
 	pcfg.MaxConns = poolConns
-	logged := false
-	for {
+	var s *Postgres
+	err = retry.Run(ctx, retry.Policy{Min: connectRetryEvery, Max: connectRetryEvery}, func(ctx context.Context) (bool, error) {
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-		if err == nil {
-			var version string
-			err = pool.QueryRow(ctx, sqlExtensionVersion).Scan(&version)
-			if err == nil && version == schemaVersion {
-				return &Postgres{pool: pool, log: log, mirror: mirrorConn{config: pcfg.ConnConfig}}, nil
-			}
-			pool.Close()
-			switch {
-			case err != nil:
-			case version == "":
-				err = errors.New("extension kafgres is not installed; run CREATE EXTENSION kafgres")
-			default:
-				err = fmt.Errorf("extension kafgres is at version %s, this broker needs %s; run ALTER EXTENSION kafgres UPDATE", version, schemaVersion)
-			}
+		if err != nil {
+			return false, err
 		}
-		if !logged {
-			log.Warn("waiting for Postgres", "err", err)
-			logged = true
+		var version string
+		err = pool.QueryRow(ctx, sqlExtensionVersion).Scan(&version)
+		if err == nil && version == schemaVersion {
+			s = &Postgres{pool: pool, log: log, mirror: mirrorConn{config: pcfg.ConnConfig}}
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to Postgres: %w", ctx.Err())
-		case <-time.After(time.Second):
+		pool.Close()
+		switch {
+		case err != nil:
+			return false, err
+		case version == "":
+			return false, errors.New("extension kafgres is not installed; run CREATE EXTENSION kafgres")
+		default:
+			return false, fmt.Errorf("extension kafgres is at version %s, this broker needs %s; run ALTER EXTENSION kafgres UPDATE", version, schemaVersion)
 		}
+	}, func(f retry.Failure) {
+		if f.Log {
+			log.Warn("waiting for Postgres", "err", f.Err)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to Postgres: %w", err)
 	}
+	return s, nil
 }
+
+// connectRetryEvery is how often Connect tries again while Postgres starts
+// or the extension is being created.
+const connectRetryEvery = time.Second
 
 // Close closes the pool and the mirror's connection.
 func (s *Postgres) Close() {
