@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kafgres/kafgres/broker/retry"
 	"github.com/kafgres/kafgres/broker/storage"
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
@@ -78,23 +79,23 @@ func (c *catalog) checkDataDir(ctx context.Context) error {
 // (and be restarted and fail again every second) the broker logs the
 // problem and what to do, and checks again every few seconds.
 func (c *catalog) waitDataDir(ctx context.Context) error {
-	var logged string
-	for {
+	var last error
+	err := retry.Run(ctx, retry.Policy{Min: 2 * time.Second, Max: 2 * time.Second}, func(ctx context.Context) (bool, error) {
 		err := c.checkDataDir(ctx)
-		var de *storage.ConflictError
-		if !errors.As(err, &de) {
-			return err
+		if de := (*storage.ConflictError)(nil); err != nil && !errors.As(err, &de) {
+			return false, retry.Permanent(err)
 		}
-		if msg := de.Error(); msg != logged {
-			c.b.log.Error("not starting: data directory does not match the catalog", "err", msg)
-			logged = msg
+		last = err
+		return false, err
+	}, func(f retry.Failure) {
+		if f.Log {
+			c.b.log.Error("not starting: data directory does not match the catalog", "err", f.Err.Error())
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("data directory check: %w", err)
-		case <-time.After(2 * time.Second):
-		}
+	})
+	if err != nil && ctx.Err() != nil && last != nil {
+		return fmt.Errorf("data directory check: %w", last)
 	}
+	return err
 }
 
 // preparePartitionDir makes sure the directory of partition index of t is

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kafgres/kafgres/broker/retry"
 	"github.com/kafgres/kafgres/broker/storage/segment"
 	"github.com/kafgres/kafgres/decoder"
 	"github.com/kafgres/kafgres/mappings"
@@ -164,25 +165,22 @@ func gather(first decoder.Event, events <-chan decoder.Event) ([]*decoder.Transa
 // error only when ctx ends first, and then the group must not be
 // acknowledged.
 func (p *Producer) appendWithRetry(ctx context.Context, txns []*decoder.Transaction) ([]<-chan struct{}, error) {
-	backoff := 100 * time.Millisecond
 	var all []<-chan struct{}
-	for {
+	err := retry.Run(ctx, retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}, func(ctx context.Context) (bool, error) {
 		waits, err := p.startGroup(ctx, txns)
 		all = appendWaits(all, waits...)
-		if err == nil {
-			return all, nil
+		return false, err
+	}, func(f retry.Failure) {
+		level := slog.LevelDebug
+		if f.Log {
+			level = slog.LevelWarn
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		p.logger.Warn("append SQL-produced records; retrying", "err", err, "first_lsn", txns[0].EndLSN, "txns", len(txns))
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		p.logger.Log(ctx, level, "append SQL-produced records; retrying", "err", f.Err, "first_lsn", txns[0].EndLSN, "txns", len(txns), "attempt", f.Attempt, "retry_in", f.Delay)
+	})
+	if err != nil {
+		return nil, err
 	}
+	return all, nil
 }
 
 // appendWaits adds waits to ws, skipping a channel equal to the last one
