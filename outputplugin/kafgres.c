@@ -23,6 +23,7 @@
 #include "utils/memutils.h"
 
 #include "auth.h"
+#include "dropguard.h"
 #include "kafgres.h"
 
 PG_MODULE_MAGIC;
@@ -190,6 +191,9 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("kafgres");
+
+	/* in every backend that loads the library: DROP EXTENSION's check */
+	kafgres_dropguard_init();
 
 	/*
 	 * Only the postmaster can register a background worker that is started
