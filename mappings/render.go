@@ -1106,44 +1106,30 @@ func (r *Renderer) check(m *Mapping) (searchPath string, err error) {
 	return quoteSearchPath(names), nil
 }
 
-// exprs are m's expressions, parenthesised, with the defaults for those
-// not given.
-func exprs(m *Mapping) (key, value, filter string) {
-	key, value, filter = "NULL::pg_catalog.bytea", "pg_catalog.to_jsonb(new)", "true"
-	if m.KeyExpr != nil {
-		key = "(" + *m.KeyExpr + ")"
-	}
-	if m.ValueExpr != nil {
-		value = "(" + *m.ValueExpr + ")"
-	}
-	if m.FilterExpr != nil {
-		filter = "(" + *m.FilterExpr + ")"
-	}
-	return key, value, filter
-}
-
-// The probe reads new and old through jsonb_populate_record of the
-// table's row type; so does the function, with a base record: a change's
-// image arrives as the text of a record literal of the row type (the
-// columns the function was made for, by name, each as its type's text
-// output; the row type's input function parses it, as
-// jsonb_populate_record would have parsed each value), and a snapshot
-// row as jsonb. jsonb_populate_record(base, NULL) is base itself, so both
-// are the same function scan, with the same row type as a whole-row value.
-// LEFT JOIN ... ON the image being there makes an absent image a NULL row
-// (new on a delete, old on an insert), so to_jsonb(new) of a delete is
-// NULL: a tombstone.
+// The query that evaluates a mapping's expressions is written once, by
+// kafgres.render_query (sql/kafgres--0.4.0--0.5.0.sql), which
+// kafgres_add_mapping and kafgres_preview_mapping ask too: the broker asks
+// it for the probe (one insert without images, whose result types say how
+// key and value are sent) and for the query over a render function's
+// arguments, and wraps the latter in the function. Both are asked before
+// SET ROLE: the owner needs no privilege on schema kafgres.
+//
+// The query reads new and old through jsonb_populate_record of the
+// table's row type with a base record: a change's image arrives as the
+// text of a record literal of the row type (the columns the function was
+// made for, by name, each as its type's text output; the row type's input
+// function parses it, as jsonb_populate_record would have parsed each
+// value), and a snapshot row as jsonb. An absent image is a NULL row, so
+// to_jsonb(new) of a delete is NULL: a tombstone.
 //
 // A record literal is positional, so the function first checks (once per
 // call, a one-time filter) that the table still has the columns it was
 // made for, in that order; if not it returns only a row with ord -1 and
 // the broker makes it again (staleFunction).
 const (
-	probeSQL = `SELECT %s AS k, %s AS v
-  FROM (VALUES ('I'::text, '0/0'::pg_lsn, 0::bigint, pg_catalog.now())) AS c(op, lsn, xid, commit_ts)
-  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, NULL::jsonb) AS new ON false
-  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::%s, NULL::jsonb) AS old ON false
- WHERE %s`
+	renderQueriesSQL = `
+SELECT kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, $2, $3, $4, 'probe'),
+       kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, $2, $3, $4, 'call')`
 
 	renderArgs = `int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
 
@@ -1169,11 +1155,12 @@ SELECT a.attname::pg_catalog.text
 	// SECURITY DEFINER prevents that) plans its body afresh in every
 	// calling statement, which was half of a one-row render's time;
 	// PL/pgSQL keeps the plan for the session. The parameters have no
-	// names (the body uses $1..$8) and the columns of c win over the
-	// result variables, so an expression reads exactly what the probe
+	// names (the query uses $1..$8) and the columns of the query win over
+	// the result variables, so an expression reads exactly what the probe
 	// accepted it with. The function was SQL with named parameters up to
 	// 0.4.0, which CREATE OR REPLACE cannot turn into this: it is dropped
-	// first.
+	// first. %[4]s and %[5]s are the key and value as bytea (columns k
+	// and v of the query, r), %[6]s the query, %[7]s the columns guard.
 	createSQL = `CREATE FUNCTION %[1]s(int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[])
 RETURNS TABLE (ord int, pass boolean, k bytea, v bytea)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1182,20 +1169,11 @@ AS %[3]s
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
-SELECT c.kafgres_ord,
-       CASE WHEN %[4]s THEN true ELSE false END,
-       %[5]s,
-       %[6]s
-  FROM (SELECT pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),
-               pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8))
-       AS c(kafgres_ord, kafgres_new, kafgres_old, kafgres_new_json, op, lsn, xid, commit_ts)
-  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(c.kafgres_new::%[7]s, c.kafgres_new_json) AS new
-         ON c.kafgres_new IS NOT NULL OR c.kafgres_new_json IS NOT NULL
-  LEFT JOIN LATERAL pg_catalog.jsonb_populate_record(c.kafgres_old::%[7]s, NULL::pg_catalog.jsonb) AS old
-         ON c.kafgres_old IS NOT NULL
- WHERE %[8]s
+SELECT r.ord, r.pass, %[4]s, %[5]s
+  FROM (%[6]s) AS r
+ WHERE %[7]s
 UNION ALL
-SELECT -1, false, NULL, NULL WHERE NOT %[8]s;
+SELECT -1, false, NULL, NULL WHERE NOT %[7]s;
 END
 %[3]s`
 )
@@ -1210,19 +1188,22 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, fn *renderFn,
 	}
 	defer tx.Rollback(ctx)
 	owner := pgx.Identifier{m.Owner}.Sanitize()
-	key, value, filter := exprs(m)
 
+	var probe, query string
+	if err := tx.QueryRow(ctx, renderQueriesSQL, m.SourceRelID, m.KeyExpr, m.ValueExpr, m.FilterExpr).Scan(&probe, &query); err != nil {
+		return classify(err, "build the render query of mapping "+m.Name)
+	}
 	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+owner); err != nil {
 		return classify(err, "probe mapping "+m.Name)
 	}
 	if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, true)", m.SearchPath); err != nil {
 		return classify(err, "probe mapping "+m.Name)
 	}
-	sd, err := tx.Conn().PgConn().Prepare(ctx, "", fmt.Sprintf(probeSQL, key, value, m.Source, m.Source, filter), nil)
+	sd, err := tx.Conn().PgConn().Prepare(ctx, "", probe, nil)
 	if err != nil {
 		return classify(err, "probe mapping "+m.Name)
 	}
-	if len(sd.Fields) != 2 {
+	if len(sd.Fields) != 4 {
 		return fmt.Errorf("probe of mapping %s returned %d columns", m.Name, len(sd.Fields)), nil
 	}
 	conv := func(e string, oid uint32) string {
@@ -1243,14 +1224,14 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, fn *renderFn,
 		return classify(err, "read the columns of "+m.Source)
 	}
 
-	filterSQL, keySQL, valueSQL := filter, conv(key, sd.Fields[0].DataTypeOID), conv(value, sd.Fields[1].DataTypeOID)
+	keySQL, valueSQL := conv("r.k", sd.Fields[2].DataTypeOID), conv("r.v", sd.Fields[3].DataTypeOID)
 	guard := fmt.Sprintf(columnsGuardSQL, sqlString(m.Source), textArrayLiteral(columns))
-	body := strings.Join([]string{filterSQL, keySQL, valueSQL, guard}, "\n")
+	body := strings.Join([]string{keySQL, valueSQL, query, guard}, "\n")
 	tag := dollarTag(body)
 	ddl := []string{
 		fmt.Sprintf("DROP FUNCTION IF EXISTS %s(%s)", fn.name, oldRenderArgs),
 		fmt.Sprintf("DROP FUNCTION IF EXISTS %s(%s)", fn.name, renderArgs),
-		fmt.Sprintf(createSQL, fn.name, searchPath, tag, filterSQL, keySQL, valueSQL, m.Source, guard),
+		fmt.Sprintf(createSQL, fn.name, searchPath, tag, keySQL, valueSQL, query, guard),
 		fmt.Sprintf("ALTER FUNCTION %s(%s) OWNER TO %s", fn.name, renderArgs, owner),
 		fmt.Sprintf("REVOKE ALL ON FUNCTION %s(%s) FROM PUBLIC", fn.name, renderArgs),
 	}

@@ -55,6 +55,7 @@
 
 #include "auth.h"
 #include "kafgres.h"
+#include "topicname.h"
 
 /*
  * First byte of the payloads (inside the signed envelope, auth.h); bump
@@ -67,9 +68,6 @@
 #define KAFGRES_MESSAGE_PREFIX		"kafgres"
 #define KAFGRES_SLOT_NAME			"kafgres"
 #define KAFGRES_PLUGIN_NAME			"kafgres"
-
-/* Kafka's limit on topic names, checked by kafgres_create_topic() too */
-#define TOPIC_NAME_MAX_LENGTH		249
 
 /*
  * Size of a Kafka v2 record batch header (base offset through record
@@ -541,44 +539,47 @@ headers_from_arrays(ProduceRecord *rec, ArrayType *keys, ArrayType *values)
 	}
 }
 
-/* Kafka's rules, with kafgres_create_topic()'s messages */
+/*
+ * Kafka's rule (topicname.c, which kafgres_create_topic() asks too), with
+ * kafgres_create_topic()'s messages naming argument "topic"
+ */
 static void
 check_topic_name(const char *topic)
 {
-	size_t		len = strlen(topic);
-	const char *p;
+	int			len = strlen(topic);
+	int			length;
 
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid topic name: the name is empty"),
-				 errhint("Pass a non-empty name as argument \"topic\".")));
-
-	if (strcmp(topic, ".") == 0 || strcmp(topic, "..") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid topic name \"%s\": \".\" and \"..\" are not allowed",
-						topic)));
-
-	for (p = topic; *p; p++)
+	switch (topic_name_problem(topic, len, &length))
 	{
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-			  (*p >= '0' && *p <= '9') ||
-			  *p == '.' || *p == '_' || *p == '-'))
+		case TOPIC_NAME_OK:
+			break;
+		case TOPIC_NAME_EMPTY:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid topic name: the name is empty"),
+					 errhint("Pass a non-empty name as argument \"topic\".")));
+			break;
+		case TOPIC_NAME_DOTS:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid topic name \"%s\": \".\" and \"..\" are not allowed",
+							topic)));
+			break;
+		case TOPIC_NAME_TOO_LONG:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid topic name \"%.*s...\": the name is %d characters long",
+							pg_mbcliplen(topic, len, 40), topic, length),
+					 errdetail("Topic names can be at most %d characters long.",
+							   TOPIC_NAME_MAX_LENGTH)));
+			break;
+		case TOPIC_NAME_CHARACTERS:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid topic name \"%s\" in argument \"topic\"", topic),
 					 errdetail("Topic names may contain only ASCII letters, digits, \".\", \"_\" and \"-\".")));
+			break;
 	}
-
-	/* all ASCII by now, so bytes are characters */
-	if (len > TOPIC_NAME_MAX_LENGTH)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid topic name \"%.40s...\": the name is %zu characters long",
-						topic, len),
-				 errdetail("Topic names can be at most %d characters long.",
-						   TOPIC_NAME_MAX_LENGTH)));
 }
 
 static void

@@ -82,6 +82,23 @@ SELECT * FROM kafgres_preview_mapping('orders', 1);
 SELECT * FROM kafgres_preview_mapping('nope');
 SELECT kafgres_add_mapping('orders_plain', 'shop.orders', 'orders') > 0 AS added;
 SELECT * FROM kafgres_preview_mapping('orders_plain', 2);
+-- the query all of them render with (kafgres.render_query)
+SELECT kafgres.render_query('shop.orders', NULL, 'new.id', 'op <> ''D''', 'probe');
+SELECT kafgres.render_query('shop.orders', NULL, NULL, NULL, 'table');
+SELECT kafgres.render_query('shop.orders', 'new.id; SELECT 1', NULL, NULL, 'call');
+SELECT kafgres.render_query('shop.orders', NULL, NULL, NULL, 'other');
+-- its filter is evaluated once per change, even when it reads no column
+CREATE TEMP TABLE sampled AS SELECT i AS id FROM generate_series(1, 40) AS i;
+DO $$
+DECLARE
+    n int;
+BEGIN
+    EXECUTE 'SELECT count(*) FILTER (WHERE r.pass) FROM ('
+            || kafgres.render_query('sampled', NULL, NULL, 'random() < 0.5', 'table') || ') AS r' INTO n;
+    RAISE NOTICE 'some but not all of 40 passed: %', n BETWEEN 1 AND 39;
+END
+$$;
+DROP TABLE sampled;
 SELECT * FROM decode();
 
 -- snapshot: every current row as a snapshot record (format 2), signed,

@@ -22,6 +22,12 @@ SELECT kafgres_create_topic('white space', 1);
 SELECT kafgres_create_topic('ünïcode', 1);
 SELECT kafgres_create_topic('zero', 0);
 SELECT kafgres_create_topic('many', 10001);
+-- the rule itself, shared with kafgres_produce and kafgres_add_mapping:
+-- NULL for a good name, else the first problem in Kafka's order
+SELECT left(n, 12) AS name, length(n), kafgres.topic_name_problem(n) AS problem
+  FROM unnest(ARRAY['orders', '...', '', '.', '..', repeat('y', 250), 'white space', 'ünïcode',
+                    repeat(' ', 250)]) AS n;
+SELECT kafgres.topic_name_problem(NULL) IS NULL AS strict;
 SELECT kafgres_create_topic('orders', 1);
 SELECT kafgres_drop_topic('nope');
 SELECT * FROM kafgres_partition_offsets('nope');

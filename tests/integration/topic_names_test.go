@@ -12,10 +12,12 @@ import (
 	"github.com/kafgres/kafgres/tests/harness"
 )
 
-// TestTopicNameRulesAgree: Kafka's topic name rule is enforced in three
-// languages — Go (broker/topicname: CreateTopics, Metadata, auto-creation),
-// C (kafgres_produce) and SQL (kafgres_create_topic, kafgres_add_mapping).
-// One table of names, every verdict the same.
+// TestTopicNameRulesAgree: Kafka's topic name rule is written twice — in
+// Go (broker/topicname: CreateTopics, Metadata, auto-creation) and in C
+// (outputplugin/topicname.c: kafgres_produce, and SQL through
+// kafgres.topic_name_problem, which kafgres_create_topic and
+// kafgres_add_mapping ask). One table of names, every verdict the same:
+// the SQL function's, and those of the functions that use the rule.
 func TestTopicNameRulesAgree(t *testing.T) {
 	c := harness.Start(t)
 	c.Exec(t, `CREATE TABLE names_src (id int PRIMARY KEY)`)
@@ -51,6 +53,13 @@ func TestTopicNameRulesAgree(t *testing.T) {
 	}
 	for _, name := range names {
 		want := topicname.Valid(name)
+		var problem *string
+		if err := conn.QueryRow(ctx, `SELECT kafgres.topic_name_problem($1)`, name).Scan(&problem); err != nil {
+			t.Fatalf("kafgres.topic_name_problem(%q): %v", name, err)
+		}
+		if got := problem == nil; got != want {
+			t.Errorf("SQL kafgres.topic_name_problem says %q is valid: %v (%v); Go says %v (%s)", name, got, problem, want, topicname.Problem(name))
+		}
 		for _, check := range []struct{ who, sql string }{
 			{"SQL kafgres_create_topic", `SELECT public.kafgres_create_topic($1, 1)`},
 			{"SQL kafgres_add_mapping", `SELECT public.kafgres_add_mapping('names_m', 'names_src', $1)`},

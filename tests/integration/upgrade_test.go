@@ -10,8 +10,10 @@ import (
 )
 
 // TestExtensionUpdate: ALTER EXTENSION kafgres UPDATE from 0.1.0 yields the
-// objects, columns and privileges a fresh CREATE EXTENSION gives (which
-// guards the day a version gets its own install script again).
+// objects, columns, privileges and function settings (SECURITY DEFINER,
+// the pinned search_path, which a CREATE OR REPLACE without its SET clause
+// would drop) a fresh CREATE EXTENSION gives (which guards the day a
+// version gets its own install script again).
 func TestExtensionUpdate(t *testing.T) {
 	c := harness.Start(t)
 	ctx := ctxT(t)
@@ -43,8 +45,8 @@ UNION ALL
 SELECT format('%s %s', c.relname, c.relacl) FROM pg_class c
  WHERE c.relnamespace = 'kafgres'::regnamespace
 UNION ALL
-SELECT format('%s %s', p.oid::regprocedure, p.proacl) FROM pg_proc p
- WHERE p.proname LIKE 'kafgres%'
+SELECT format('%s %s %s %s', p.oid::regprocedure, p.proacl, p.prosecdef, p.proconfig) FROM pg_proc p
+ WHERE p.proname LIKE 'kafgres%' OR p.pronamespace = 'kafgres'::regnamespace
 UNION ALL
 SELECT format('config %s %s', c.relname, x.cond)
   FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS x(cfg, cond), pg_class c
