@@ -30,6 +30,9 @@ package broker
 //   - idempotent producers: a duplicate of one of the last 5 batches is
 //     answered with its original offset, a gap with OUT_OF_ORDER_SEQUENCE_NUMBER,
 //     an old epoch with INVALID_PRODUCER_EPOCH
+//   - WRITE on each topic (docs/security.md, "Authorization"): denied is
+//     TOPIC_AUTHORIZATION_FAILED on its partitions, whether or not the
+//     topic exists; an unknown topic id (v13) is answered first
 //   - transactional batches: INVALID_TXN_STATE (transactions are not served yet)
 //   - v0-v2 (message formats v0/v1, gone from Kafka 4): UNSUPPORTED_VERSION
 //     per partition
@@ -69,11 +72,19 @@ func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRe
 		} else {
 			t = b.catalog.lookup(ctx, rt.Topic)
 		}
+		// WRITE on the topic, asked by name before its existence is
+		// looked at (an unknown topic id is not sensitive: it is answered
+		// first).
+		name := rt.Topic
+		if t != nil {
+			name = t.name
+		}
+		writable := (t == nil && req.Version >= 13) || b.allowed(cc, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, name)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
-			p, err := b.producePartition(ctx, req, t, rp)
+			p, err := b.producePartition(ctx, req, t, writable, rp)
 			if err == nil && p != nil {
 				sp.BaseOffset, sp.LogAppendTime = p.base, p.logAppendTime
 				sp.LogStartOffset = p.part.log.LogStartOffset()
@@ -144,7 +155,7 @@ type appended struct {
 // producePartition validates and appends one partition's records. Errors are
 // *kerr.Error values for the client (perhaps in a *produceError); a storage
 // failure also stops the broker.
-func (b *Broker) producePartition(ctx context.Context, req *kmsg.ProduceRequest, t *topic, rp kmsg.ProduceRequestTopicPartition) (*appended, error) {
+func (b *Broker) producePartition(ctx context.Context, req *kmsg.ProduceRequest, t *topic, writable bool, rp kmsg.ProduceRequestTopicPartition) (*appended, error) {
 	switch {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		return nil, kerr.InvalidRequiredAcks
@@ -152,6 +163,8 @@ func (b *Broker) producePartition(ctx context.Context, req *kmsg.ProduceRequest,
 		return nil, kerr.UnsupportedVersion
 	case t == nil && req.Version >= 13:
 		return nil, kerr.UnknownTopicID
+	case !writable:
+		return nil, kerr.TopicAuthorizationFailed
 	case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
 		return nil, kerr.UnknownTopicOrPartition
 	}

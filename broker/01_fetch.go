@@ -15,6 +15,9 @@ package broker
 //     transactional is stored yet) and the aborted list is empty
 //   - current leader epoch checked: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
 //
+//   - READ on each topic (a follower: CLUSTER_ACTION on the cluster), else
+//     TOPIC_AUTHORIZATION_FAILED on its partitions, existence hidden
+//
 // Version notes:
 //   - v5: log start offset; v7: sessions; v9: current leader epoch;
 //     v11: preferred read replica (-1); v12: flexible; v13: topic ids
@@ -32,20 +35,21 @@ import (
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
 
-func handleFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.FetchRequest) (kmsg.Response, error) {
+func handleFetch(ctx context.Context, b *Broker, cc *conn, req *kmsg.FetchRequest) (kmsg.Response, error) {
 	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return resp, nil
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	denied := b.fetchDenied(cc, req)
 
 	// Register before the first read so an append between read and wait
 	// still wakes us.
 	wake := make(chan struct{}, 1)
-	for _, rt := range req.Topics {
+	for i, rt := range req.Topics {
 		t := b.fetchTopic(req, rt)
-		if t == nil {
+		if t == nil || denied[i] {
 			continue
 		}
 		for _, rp := range rt.Partitions {
@@ -58,19 +62,43 @@ func handleFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.FetchRequest
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {
-		resp, n, hasErr := b.readFetch(req)
+		resp, n, hasErr := b.readFetch(req, denied)
 		if hasErr || n >= int(req.MinBytes) || !time.Now().Before(deadline) {
 			return resp, nil
 		}
 		select {
 		case <-wake:
 		case <-timer.C:
-			resp, _, _ = b.readFetch(req)
+			resp, _, _ = b.readFetch(req, denied)
 			return resp, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// fetchDenied says, per requested topic, whether cc may not read it: a
+// consumer needs READ on each topic (asked by name; an unknown topic id is
+// answered UNKNOWN_TOPIC_ID first), a follower (replica id >= 0)
+// CLUSTER_ACTION on the cluster, else every partition is
+// TOPIC_AUTHORIZATION_FAILED.
+func (b *Broker) fetchDenied(cc *conn, req *kmsg.FetchRequest) []bool {
+	denied := make([]bool, len(req.Topics))
+	replica := req.ReplicaID >= 0 || (req.Version >= 15 && req.ReplicaState.ID >= 0)
+	follower := replica && b.allowedCluster(cc, kmsg.ACLOperationClusterAction)
+	for i, rt := range req.Topics {
+		name := rt.Topic
+		if t := b.fetchTopic(req, rt); t != nil {
+			name = t.name
+		}
+		switch {
+		case replica:
+			denied[i] = !follower
+		default:
+			denied[i] = !b.allowed(cc, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, name)
+		}
+	}
+	return denied
 }
 
 func (b *Broker) fetchTopic(req *kmsg.FetchRequest, rt kmsg.FetchRequestTopic) *topic {
@@ -82,14 +110,14 @@ func (b *Broker) fetchTopic(req *kmsg.FetchRequest, rt kmsg.FetchRequestTopic) *
 
 // readFetch builds one response from what is durable now. It returns the
 // number of record bytes and whether any partition carries an error.
-func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
+func (b *Broker) readFetch(req *kmsg.FetchRequest, denied []bool) (*kmsg.FetchResponse, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	budget := math.MaxInt32
 	if req.Version >= 3 && req.MaxBytes > 0 {
 		budget = int(req.MaxBytes)
 	}
 	total, hasErr := 0, false
-	for _, rt := range req.Topics {
+	for i, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		t := b.fetchTopic(req, rt)
@@ -101,7 +129,7 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			}
 			limit := min(int(rp.PartitionMaxBytes), budget-total)
-			data, err := b.fetchPartition(req, t, rp, &sp, limit, total == 0)
+			data, err := b.fetchPartition(req, t, denied[i], rp, &sp, limit, total == 0)
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				hasErr = true
@@ -118,10 +146,12 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 	return resp, total, hasErr
 }
 
-func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, limit int, first bool) ([]byte, error) {
+func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, denied bool, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, limit int, first bool) ([]byte, error) {
 	switch {
 	case t == nil && req.Version >= 13:
 		return nil, kerr.UnknownTopicID
+	case denied:
+		return nil, kerr.TopicAuthorizationFailed
 	case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
 		return nil, kerr.UnknownTopicOrPartition
 	}

@@ -16,6 +16,10 @@ package broker
 //   - the same partition twice in a request: INVALID_REQUEST for each
 //   - current leader epoch checked (v4+) as Fetch does
 //
+//   - DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED on its
+//     partitions (timestamp and offset -1), after the authorized topics,
+//     existence hidden
+//
 // Version notes:
 //   - v2: isolation level; v4: leader epochs; v6: flexible; v7: -3;
 //     v8: -4; v9: -5; v10: timeout; v11: -6
@@ -39,7 +43,7 @@ const (
 	earliestPendingUploadTimestamp = -6
 )
 
-func handleListOffsets(ctx context.Context, b *Broker, _ *conn, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
+func handleListOffsets(ctx context.Context, b *Broker, cc *conn, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	type tp struct {
 		topic string
@@ -51,9 +55,20 @@ func handleListOffsets(ctx context.Context, b *Broker, _ *conn, req *kmsg.ListOf
 			seen[tp{rt.Topic, rp.Partition}]++
 		}
 	}
+	var denied []kmsg.ListOffsetsResponseTopic
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		if !b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			denied = append(denied, st)
+			continue
+		}
 		t := b.catalog.lookup(ctx, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
@@ -70,6 +85,7 @@ func handleListOffsets(ctx context.Context, b *Broker, _ *conn, req *kmsg.ListOf
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	resp.Topics = append(resp.Topics, denied...)
 	return resp, nil
 }
 

@@ -9,9 +9,14 @@ package broker
 //     the request allows it (always below v4), with the default partition
 //     count; otherwise UNKNOWN_TOPIC_OR_PARTITION
 //   - an invalid name gets INVALID_TOPIC_EXCEPTION
-//   - authorized operations (v8+ topics, v8-v10 cluster, when asked): every
-//     operation that applies, as Kafka answers without an authorizer — for
-//     topics in error too
+//   - authorized operations (v8+ topics, v8-v10 cluster, when asked): those
+//     the authorizer allows (every operation that applies without one) —
+//     for topics in error too; the cluster's is 0 without DESCRIBE on it
+//   - DESCRIBE on each topic: the all-topics list leaves the others out;
+//     named ones get TOPIC_AUTHORIZATION_FAILED whether or not they exist,
+//     by id with the id and no name; auto-creation needs CREATE on the
+//     cluster or the topic, else TOPIC_AUTHORIZATION_FAILED. Denied
+//     topics come last: creation denied, then description denied
 //
 // Version notes:
 //   - v1: controller, internal flag, null = all topics; v2: cluster id;
@@ -29,44 +34,86 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafgres/kafgres/broker/topicname"
+	"github.com/kafgres/kafgres/security/acl"
 )
 
-func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataRequest) (kmsg.Response, error) {
+func handleMetadata(ctx context.Context, b *Broker, cc *conn, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	host := b.cfg.AdvertisedHost
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: b.cfg.AdvertisedPort}}
 	resp.ClusterID = &b.clusterID
 	resp.ControllerID = b.cfg.NodeID
+	withOps := req.Version >= 8 && req.IncludeTopicAuthorizedOperations
+	described := func(name string) kmsg.MetadataResponseTopic {
+		mt := kmsg.NewMetadataResponseTopic()
+		if withOps {
+			mt.AuthorizedOperations = b.authorizedOps(cc, kmsg.ACLResourceTypeTopic, name)
+		}
+		return mt
+	}
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		ts := b.catalog.topics()
 		sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
 		for _, t := range ts {
-			resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			// Topics the principal may not DESCRIBE are left out silently.
+			if !b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.name) {
+				continue
+			}
+			resp.Topics = append(resp.Topics, b.topicMetadata(t, described(t.name)))
 		}
-		return withTopicOperations(req, resp), nil
+		return withClusterOperations(b, cc, req, resp), nil
 	}
 
+	// The described topics (existing, unknown or created) and unknown ids
+	// in request order (Kafka puts unknown ids first: kept as before, to
+	// be checked by the conformance gate), then those whose creation was
+	// denied, then those whose description was denied, as Kafka does.
+	var createDenied, describeDenied []kmsg.MetadataResponseTopic
 	allowCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	var mayCreateAll *bool
+	mayCreate := func(name string) bool {
+		if mayCreateAll == nil {
+			v := b.allowedCluster(cc, kmsg.ACLOperationCreate)
+			mayCreateAll = &v
+		}
+		return *mayCreateAll || b.allowed(cc, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, name)
+	}
 	for _, rt := range req.Topics {
 		var t *topic
 		switch {
 		case rt.Topic == nil || rt.TopicID != [16]byte{}: // by id (v12+)
 			if t = b.catalog.lookupID(ctx, rt.TopicID); t == nil {
-				mt := kmsg.NewMetadataResponseTopic()
+				mt := described("")
 				mt.TopicID = rt.TopicID
 				mt.ErrorCode = kerr.UnknownTopicID.Code
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
+			if !b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.name) {
+				// ids are not sensitive: the id is echoed, the name is not
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = t.uuid
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				describeDenied = append(describeDenied, mt)
+				continue
+			}
 		default:
 			name := *rt.Topic
+			if !b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name) {
+				describeDenied = append(describeDenied, topicError(name, kerr.TopicAuthorizationFailed))
+				continue
+			}
 			if !topicname.Valid(name) {
-				resp.Topics = append(resp.Topics, topicError(name, kerr.InvalidTopicException))
+				resp.Topics = append(resp.Topics, topicErrorOps(name, kerr.InvalidTopicException, described(name)))
 				continue
 			}
 			if t = b.catalog.lookup(ctx, name); t == nil && allowCreate {
+				if !mayCreate(name) {
+					createDenied = append(createDenied, topicError(name, kerr.TopicAuthorizationFailed))
+					continue
+				}
 				created, err := b.catalog.create(ctx, name, b.cfg.DefaultPartition)
 				if err != nil {
 					b.log.Error("auto-create topic", "topic", name, "err", err)
@@ -74,25 +121,32 @@ func handleMetadata(ctx context.Context, b *Broker, _ *conn, req *kmsg.MetadataR
 				t = created
 			}
 			if t == nil {
-				resp.Topics = append(resp.Topics, topicError(name, kerr.UnknownTopicOrPartition))
+				resp.Topics = append(resp.Topics, topicErrorOps(name, kerr.UnknownTopicOrPartition, described(name)))
 				continue
 			}
 		}
-		resp.Topics = append(resp.Topics, b.topicMetadata(t))
+		resp.Topics = append(resp.Topics, b.topicMetadata(t, described(t.name)))
 	}
-	return withTopicOperations(req, resp), nil
+	resp.Topics = append(append(resp.Topics, createDenied...), describeDenied...)
+	return withClusterOperations(b, cc, req, resp), nil
 }
 
-func withTopicOperations(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) *kmsg.MetadataResponse {
-	if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
-		for i := range resp.Topics {
-			resp.Topics[i].AuthorizedOperations = allTopicOperations
+// withClusterOperations sets the cluster's authorized operations (v8-10,
+// when asked): 0 when DESCRIBE on the cluster is denied, as Kafka does.
+func withClusterOperations(b *Broker, cc *conn, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) *kmsg.MetadataResponse {
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = 0
+		if b.allowedCluster(cc, kmsg.ACLOperationDescribe) {
+			resp.AuthorizedOperations = b.authorizedOps(cc, kmsg.ACLResourceTypeCluster, acl.ClusterName)
 		}
 	}
-	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = allClusterOperations
-	}
 	return resp
+}
+
+func topicErrorOps(name string, err *kerr.Error, mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+	mt.Topic = &name
+	mt.ErrorCode = err.Code
+	return mt
 }
 
 // allTopicOperations is the bit set of every ACL operation that applies to
@@ -112,8 +166,7 @@ func topicError(name string, err *kerr.Error) kmsg.MetadataResponseTopic {
 	return mt
 }
 
-func (b *Broker) topicMetadata(t *topic) kmsg.MetadataResponseTopic {
-	mt := kmsg.NewMetadataResponseTopic()
+func (b *Broker) topicMetadata(t *topic, mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
 	name := t.name
 	mt.Topic = &name
 	mt.TopicID = t.uuid

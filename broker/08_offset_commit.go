@@ -19,6 +19,10 @@ package broker
 //     OFFSET_METADATA_TOO_LARGE; an empty group id, or one over 2048 bytes
 //     (kafgres: it must fit in a Postgres index entry): INVALID_GROUP_ID
 //
+//   - READ on the group first (the table, apis.go): denied, every
+//     partition GROUP_AUTHORIZATION_FAILED; then READ on each topic:
+//     TOPIC_AUTHORIZATION_FAILED on its partitions, existence hidden
+//
 // Version notes:
 //   - v2-v4: retention time (ignored: offsets are kept until deleted, as
 //     Kafka 4 does for groups); v6: leader epoch; v7: group instance id;
@@ -42,7 +46,7 @@ const maxOffsetMetadata = 4096 // offset.metadata.max.bytes
 // refused like an empty one rather than failing in Postgres.
 const maxCommitGroupID = 2048
 
-func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
+func handleOffsetCommit(ctx context.Context, b *Broker, cc *conn, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	var groupErr error
 	switch {
@@ -75,11 +79,20 @@ func handleOffsetCommit(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 		} else {
 			t = b.catalog.lookup(ctx, rt.Topic)
 		}
+		name := rt.Topic
+		if t != nil {
+			name = t.name
+		}
+		readable := (t == nil && req.Version >= 10) || b.allowed(cc, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, name)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
 			var err error
 			switch {
+			case t == nil && req.Version >= 10 && groupErr == nil:
+				err = kerr.UnknownTopicID
+			case !readable:
+				err = kerr.TopicAuthorizationFailed // before existence and the group's state, as in Kafka
 			case groupErr != nil:
 				err = groupErr
 			case t == nil && req.Version >= 10:
@@ -130,3 +143,23 @@ func (b *Broker) commitPartitions(ctx context.Context, req *kmsg.OffsetCommitReq
 	}
 	return out
 }
+
+// deniedOffsetCommit is OffsetCommitRequest.getErrorResponse: every
+// requested partition gets the error (there is no top-level code).
+func deniedOffsetCommit(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	req := r.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func offsetCommitGroupID(r kmsg.Request) string { return r.(*kmsg.OffsetCommitRequest).Group }

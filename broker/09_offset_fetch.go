@@ -14,6 +14,10 @@ package broker
 //     carry its current epoch: UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as
 //     the group error, as Kafka; admin requests (no member, epoch -1) pass
 //
+//   - DESCRIBE on each group: denied, GROUP_AUTHORIZATION_FAILED (v0-1 on
+//     every requested partition); DESCRIBE on each topic: left out of
+//     "all", TOPIC_AUTHORIZATION_FAILED (after the others) when listed
+//
 // Version notes:
 //   - v2: top-level error code, null topics; v5: leader epoch; v6: flexible;
 //     v7: require stable; v8: groups array; v9: member id/epoch (KIP-848,
@@ -36,7 +40,7 @@ type fetchedTopic struct {
 	parts []kmsg.OffsetFetchResponseGroupTopicPartition
 }
 
-func handleOffsetFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
+func handleOffsetFetch(ctx context.Context, b *Broker, cc *conn, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version < 8 {
 		var req8 []kmsg.OffsetFetchRequestGroupTopic
@@ -46,7 +50,23 @@ func handleOffsetFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offset
 		if req.Topics == nil {
 			req8 = nil
 		}
-		topics, err := b.fetchGroupOffsets(ctx, req.Group, req8, false)
+		var (
+			topics []fetchedTopic
+			err    error
+		)
+		if b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, req.Group) {
+			topics, err = b.fetchGroupOffsets(ctx, cc, req.Group, req8, false)
+		} else if err = kerr.GroupAuthorizationFailed; req.Version < 2 {
+			// v0-1 have no top-level error: every requested partition
+			// carries it
+			for _, rt := range req8 {
+				ft := fetchedTopic{name: rt.Topic}
+				for _, p := range rt.Partitions {
+					ft.parts = append(ft.parts, offsetFetchError(p, err.(*kerr.Error)))
+				}
+				topics = append(topics, ft)
+			}
+		}
 		resp.ErrorCode = errorCode(err)
 		for _, ft := range topics {
 			st := kmsg.NewOffsetFetchResponseTopic()
@@ -66,6 +86,11 @@ func handleOffsetFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offset
 	for _, rg := range req.Groups {
 		sg := kmsg.NewOffsetFetchResponseGroup()
 		sg.Group = rg.Group
+		if !b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, rg.Group) {
+			sg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, sg)
+			continue
+		}
 		if req.Version >= 9 {
 			memberID := ""
 			if rg.MemberID != nil {
@@ -77,7 +102,7 @@ func handleOffsetFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offset
 				continue
 			}
 		}
-		topics, err := b.fetchGroupOffsets(ctx, rg.Group, rg.Topics, req.Version >= 10)
+		topics, err := b.fetchGroupOffsets(ctx, cc, rg.Group, rg.Topics, req.Version >= 10)
 		sg.ErrorCode = errorCode(err)
 		for _, ft := range topics {
 			st := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -91,7 +116,14 @@ func handleOffsetFetch(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offset
 
 // fetchGroupOffsets answers one group: the requested partitions, or (nil
 // topics) everything the group committed.
-func (b *Broker) fetchGroupOffsets(ctx context.Context, group string, topics []kmsg.OffsetFetchRequestGroupTopic, byID bool) ([]fetchedTopic, error) {
+//
+// Topics cc may not DESCRIBE are left out of "everything"; listed, their
+// partitions get TOPIC_AUTHORIZATION_FAILED without a look at whether they
+// exist, after the others, as Kafka answers.
+func (b *Broker) fetchGroupOffsets(ctx context.Context, cc *conn, group string, topics []kmsg.OffsetFetchRequestGroupTopic, byID bool) ([]fetchedTopic, error) {
+	describable := func(name string) bool {
+		return b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name)
+	}
 	committed, err := b.meta.FetchOffsets(ctx, group)
 	if err != nil {
 		b.log.Error("fetch offsets", "group", group, "err", err)
@@ -128,6 +160,9 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, group string, topics []k
 		}
 		for id, parts := range grouped {
 			t := byInternal[id]
+			if !describable(t.name) {
+				continue
+			}
 			sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 			ft := fetchedTopic{name: t.name, id: t.uuid}
 			for _, p := range parts {
@@ -138,6 +173,7 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, group string, topics []k
 		sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 		return out, nil
 	}
+	var denied []fetchedTopic
 	for _, rt := range topics {
 		ft := fetchedTopic{name: rt.Topic, id: rt.TopicID}
 		var t *topic
@@ -145,6 +181,17 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, group string, topics []k
 			t = b.catalog.lookupID(ctx, rt.TopicID)
 		} else {
 			t = b.catalog.lookup(ctx, rt.Topic)
+		}
+		name := rt.Topic
+		if t != nil {
+			name = t.name
+		}
+		if !(t == nil && byID) && !describable(name) {
+			for _, p := range rt.Partitions {
+				ft.parts = append(ft.parts, offsetFetchError(p, kerr.TopicAuthorizationFailed))
+			}
+			denied = append(denied, ft)
+			continue
 		}
 		for _, p := range rt.Partitions {
 			sp := partition(t, p)
@@ -155,5 +202,14 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, group string, topics []k
 		}
 		out = append(out, ft)
 	}
-	return out, nil
+	return append(out, denied...), nil
+}
+
+// offsetFetchError is a partition answered with err and no offset.
+func offsetFetchError(p int32, err *kerr.Error) kmsg.OffsetFetchResponseGroupTopicPartition {
+	sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+	sp.Partition, sp.Offset, sp.LeaderEpoch, sp.ErrorCode = p, -1, -1, err.Code
+	empty := ""
+	sp.Metadata = &empty
+	return sp
 }

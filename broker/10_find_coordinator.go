@@ -24,13 +24,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleFindCoordinator(_ context.Context, b *Broker, _ *conn, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
+func handleFindCoordinator(_ context.Context, b *Broker, cc *conn, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = key
-			if err := coordinatorKeyError(req.CoordinatorType); err != nil {
+			if err := b.coordinatorKeyDenied(cc, req.CoordinatorType, key); err != nil {
+				c.NodeID, c.ErrorCode = -1, err.Code
+			} else if err := coordinatorKeyError(req.CoordinatorType); err != nil {
 				c.NodeID, c.ErrorCode = -1, err.Code
 			} else {
 				c.NodeID, c.Host, c.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
@@ -39,9 +41,16 @@ func handleFindCoordinator(_ context.Context, b *Broker, _ *conn, req *kmsg.Find
 		}
 		return resp, nil
 	}
-	if err := coordinatorKeyError(req.CoordinatorType); err != nil {
+	err := b.coordinatorKeyDenied(cc, req.CoordinatorType, req.CoordinatorKey)
+	if err == nil {
+		err = coordinatorKeyError(req.CoordinatorType)
+	}
+	if err != nil {
 		resp.ErrorCode, resp.NodeID = err.Code, -1
 		msg := err.Message
+		if err != coordinatorKeyError(req.CoordinatorType) {
+			msg = err.Description // Kafka's prepareOldResponse: Errors.message()
+		}
 		resp.ErrorMessage = &msg
 		return resp, nil
 	}
@@ -58,4 +67,20 @@ func coordinatorKeyError(keyType int8) *kerr.Error {
 		return nil
 	}
 	return kerr.InvalidRequest
+}
+
+// coordinatorKeyDenied is Kafka's check before a coordinator lookup:
+// DESCRIBE on the group, or on the transactional id.
+func (b *Broker) coordinatorKeyDenied(cc *conn, keyType int8, key string) *kerr.Error {
+	switch keyType {
+	case 0:
+		if !b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, key) {
+			return kerr.GroupAuthorizationFailed
+		}
+	case 1:
+		if !b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, key) {
+			return kerr.TransactionalIDAuthorizationFailed
+		}
+	}
+	return nil
 }

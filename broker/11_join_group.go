@@ -96,3 +96,20 @@ func clientHost(cc *conn) string {
 	}
 	return "/" + host
 }
+
+// deniedJoinGroup is JoinGroupRequest.getErrorResponse: generation -1, no
+// leader, member or members, protocol name null from v7 ("" before).
+func deniedJoinGroup(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	req := r.(*kmsg.JoinGroupRequest)
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.ErrorCode, resp.Generation = code, -1
+	if req.Version < 7 {
+		empty := ""
+		resp.Protocol = &empty
+	} else {
+		resp.Protocol = nil
+	}
+	return resp
+}
+
+func joinGroupID(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).Group }

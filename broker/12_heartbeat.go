@@ -27,3 +27,12 @@ func handleHeartbeat(_ context.Context, b *Broker, _ *conn, req *kmsg.HeartbeatR
 	resp.ErrorCode = codeOf(b.groups.Heartbeat(req.Group, req.MemberID, instanceID, req.Generation))
 	return resp, nil
 }
+
+// deniedHeartbeat: the error code alone.
+func deniedHeartbeat(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+	resp.ErrorCode = code
+	return resp
+}
+
+func heartbeatGroupID(r kmsg.Request) string { return r.(*kmsg.HeartbeatRequest).Group }

@@ -55,3 +55,12 @@ func handleLeaveGroup(_ context.Context, b *Broker, _ *conn, req *kmsg.LeaveGrou
 	}
 	return resp, nil
 }
+
+// deniedLeaveGroup: the error code alone, no member results.
+func deniedLeaveGroup(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+	resp.ErrorCode = code
+	return resp
+}
+
+func leaveGroupID(r kmsg.Request) string { return r.(*kmsg.LeaveGroupRequest).Group }

@@ -59,3 +59,12 @@ func handleSyncGroup(ctx context.Context, b *Broker, _ *conn, req *kmsg.SyncGrou
 	}
 	return resp, nil
 }
+
+// deniedSyncGroup: the error code and an empty assignment.
+func deniedSyncGroup(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
+	resp.ErrorCode, resp.MemberAssignment = code, []byte{}
+	return resp
+}
+
+func syncGroupID(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group }

@@ -30,9 +30,20 @@ import (
 // ALTER_CONFIGS: the ACL operations Kafka applies to groups.
 const allGroupOperations int32 = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11
 
-func handleDescribeGroups(_ context.Context, b *Broker, _ *conn, req *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
+func handleDescribeGroups(_ context.Context, b *Broker, cc *conn, req *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	// Groups cc may not DESCRIBE come first, as in Kafka.
+	var allowed []string
 	for _, name := range req.Groups {
+		if b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, name) {
+			allowed = append(allowed, name)
+			continue
+		}
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
+		resp.Groups = append(resp.Groups, rg)
+	}
+	for _, name := range allowed {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = name
 		d, ok := b.groups.Describe(name)
@@ -51,7 +62,7 @@ func handleDescribeGroups(_ context.Context, b *Broker, _ *conn, req *kmsg.Descr
 		}
 		rg.ProtocolType, rg.Protocol = d.ProtocolType, d.Protocol
 		if req.Version >= 3 && req.IncludeAuthorizedOperations {
-			rg.AuthorizedOperations = allGroupOperations
+			rg.AuthorizedOperations = b.authorizedOps(cc, kmsg.ACLResourceTypeGroup, name)
 		}
 		for _, m := range d.Members {
 			rm := kmsg.NewDescribeGroupsResponseGroupMember()

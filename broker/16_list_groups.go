@@ -22,14 +22,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleListGroups(_ context.Context, b *Broker, _ *conn, req *kmsg.ListGroupsRequest) (kmsg.Response, error) {
+func handleListGroups(_ context.Context, b *Broker, cc *conn, req *kmsg.ListGroupsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	matches := func(filter []string, value string) bool {
 		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool {
 			return strings.EqualFold(strings.TrimSpace(f), value)
 		})
 	}
+	// DESCRIBE on the cluster lists every group; otherwise those cc may
+	// DESCRIBE, silently.
+	all := b.allowedCluster(cc, kmsg.ACLOperationDescribe)
 	for _, g := range b.groups.List() {
+		if !all && !b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.Name) {
+			continue
+		}
 		if req.Version >= 4 && !matches(req.StatesFilter, g.State) {
 			continue
 		}

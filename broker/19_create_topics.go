@@ -18,6 +18,12 @@ package broker
 //     POLICY_VIOLATION, like Kafka's per-operation record limit
 //   - validateOnly runs every check and reports what would be created
 //
+//   - CREATE on the cluster or on each topic: denied is
+//     {TOPIC_AUTHORIZATION_FAILED, "Authorization failed."}, answered after
+//     the others and the duplicates, existence hidden; a created topic
+//     whose configs cc may not DESCRIBE_CONFIGS has config error
+//     TOPIC_AUTHORIZATION_FAILED, no configs, counts -1
+//
 // Version notes:
 //   - v2: throttle, error messages; v4: -1 partitions / replication
 //     factor mean the broker default; v5: flexible, the created topic's
@@ -31,23 +37,47 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleCreateTopics(ctx context.Context, b *Broker, _ *conn, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
+func handleCreateTopics(ctx context.Context, b *Broker, cc *conn, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	total := 0
 	for _, rt := range req.Topics {
 		total += b.requestedPartitions(rt)
 	}
 	unique, dups := splitDuplicates(req.Topics, func(rt kmsg.CreateTopicsRequestTopic) string { return rt.Topic })
+	// CREATE on the cluster, or on each topic; the unauthorized ones are
+	// answered last and never looked up, so their existence stays hidden.
+	var denied []kmsg.CreateTopicsResponseTopic
+	clusterCreate := b.allowedCluster(cc, kmsg.ACLOperationCreate)
+	authorized := unique[:0:0]
 	for _, rt := range unique {
+		if clusterCreate || b.allowed(cc, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			authorized = append(authorized, rt)
+			continue
+		}
+		out := kmsg.NewCreateTopicsResponseTopic()
+		out.Topic, out.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+		msg := "Authorization failed."
+		out.ErrorMessage = &msg
+		denied = append(denied, out)
+	}
+	for _, rt := range authorized {
 		if total > maxPartitionsPerRequest {
 			resp.Topics = append(resp.Topics, createTopicError(rt.Topic, apierr.New(kerr.PolicyViolation, "Excessively large number of partitions per request."), b))
 			continue
 		}
-		resp.Topics = append(resp.Topics, b.createTopic(ctx, req, rt))
+		out := b.createTopic(ctx, req, rt)
+		if out.ErrorCode == 0 && req.Version >= 5 &&
+			!b.allowed(cc, kmsg.ACLOperationDescribeConfigs, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			// created, but its configs are not cc's to see
+			out.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			out.Configs, out.NumPartitions, out.ReplicationFactor = []kmsg.CreateTopicsResponseTopicConfig{}, -1, -1
+		}
+		resp.Topics = append(resp.Topics, out)
 	}
 	for _, rt := range dups {
 		resp.Topics = append(resp.Topics, createTopicError(rt.Topic, errDuplicateTopic, b))
 	}
+	resp.Topics = append(resp.Topics, denied...)
 	return resp, nil
 }
 

@@ -10,6 +10,13 @@ package broker
 //     UNKNOWN_TOPIC_ID, a topic named twice INVALID_REQUEST "Duplicate
 //     topic name." (answered after the others, as Kafka does)
 //
+//   - DELETE on the cluster, or DESCRIBE and DELETE on each topic (Kafka's
+//     ControllerApis.deleteTopics): by name, not DESCRIBE is
+//     TOPIC_AUTHORIZATION_FAILED whether or not it exists, then unknown,
+//     then not DELETE; by id, an unknown id is UNKNOWN_TOPIC_ID, a known
+//     one not DELETE-able TOPIC_AUTHORIZATION_FAILED, with its name only if
+//     DESCRIBE-able
+//
 // Version notes:
 //   - v1: throttle; v4: flexible; v5: error messages; v6: topics by name
 //     or id, topic id in the answer
@@ -22,7 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleDeleteTopics(ctx context.Context, b *Broker, _ *conn, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
+func handleDeleteTopics(ctx context.Context, b *Broker, cc *conn, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	reqs := req.Topics
 	if req.Version < 6 {
@@ -49,7 +56,18 @@ func handleDeleteTopics(ctx context.Context, b *Broker, _ *conn, req *kmsg.Delet
 		out.ErrorCode, out.ErrorMessage = b.codeAndMessage("delete topic", err)
 		resp.Topics = append(resp.Topics, out)
 	}
+	clusterDelete := b.allowedCluster(cc, kmsg.ACLOperationDelete)
+	may := func(op kmsg.ACLOperation, name string) bool {
+		return clusterDelete || b.allowed(cc, op, kmsg.ACLResourceTypeTopic, name)
+	}
 	for _, rt := range unique {
+		if err := b.deleteTopicDenied(ctx, rt, may); err != nil {
+			out := kmsg.NewDeleteTopicsResponseTopic()
+			out.Topic, out.TopicID = err.name, err.id
+			out.ErrorCode, out.ErrorMessage = b.codeAndMessage("delete topic", errTopicAuthorization)
+			resp.Topics = append(resp.Topics, out)
+			continue
+		}
 		t, err := b.deleteTopic(ctx, rt)
 		answer(rt, t, err)
 	}
@@ -78,4 +96,42 @@ func (b *Broker) deleteTopic(ctx context.Context, rt kmsg.DeleteTopicsRequestTop
 	}
 	b.log.Info("topic deleted", "topic", t.name)
 	return t, nil
+}
+
+// errTopicAuthorization is Kafka's TopicAuthorizationException, whose
+// message is the code's.
+var errTopicAuthorization = apierr.New(kerr.TopicAuthorizationFailed, "Topic authorization failed.")
+
+// deletionDenied is an unauthorized deletion: what the answer may show.
+type deletionDenied struct {
+	name *string
+	id   [16]byte
+}
+
+// deleteTopicDenied applies Kafka's DeleteTopics authorization to one
+// topic, nil when it may go on (and perhaps fail as unknown).
+func (b *Broker) deleteTopicDenied(ctx context.Context, rt kmsg.DeleteTopicsRequestTopic, may func(kmsg.ACLOperation, string) bool) *deletionDenied {
+	if rt.Topic == nil {
+		t := b.catalog.lookupID(ctx, rt.TopicID)
+		if t == nil || may(kmsg.ACLOperationDelete, t.name) {
+			return nil // unknown ids are not sensitive
+		}
+		d := &deletionDenied{id: t.uuid}
+		if may(kmsg.ACLOperationDescribe, t.name) {
+			name := t.name
+			d.name = &name
+		}
+		return d
+	}
+	name := *rt.Topic
+	if !may(kmsg.ACLOperationDescribe, name) {
+		return &deletionDenied{name: &name}
+	}
+	if b.catalog.lookup(ctx, name) == nil {
+		return nil
+	}
+	if !may(kmsg.ACLOperationDelete, name) {
+		return &deletionDenied{name: &name}
+	}
+	return nil
 }

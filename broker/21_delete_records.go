@@ -12,6 +12,9 @@ package broker
 //     OFFSET_OUT_OF_RANGE; unknown topics and partitions
 //     UNKNOWN_TOPIC_OR_PARTITION
 //
+//   - DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (low watermark
+//     -1), existence hidden
+//
 // Version notes:
 //   - v1: same as v0; v2: flexible
 
@@ -23,15 +26,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleDeleteRecords(ctx context.Context, b *Broker, _ *conn, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
+func handleDeleteRecords(ctx context.Context, b *Broker, cc *conn, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		t := b.catalog.lookup(ctx, rt.Topic)
+		deletable := b.allowed(cc, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
+			if !deletable {
+				sp.ErrorCode, sp.LowWatermark = kerr.TopicAuthorizationFailed.Code, -1
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			low, err := b.deleteRecords(t, rp.Partition, rp.Offset)
 			if err != nil {
 				var ke *kerr.Error

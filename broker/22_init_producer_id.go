@@ -10,6 +10,11 @@ package broker
 //   - with a transactional id: INVALID_REQUEST, since transactions are not
 //     served yet (FindCoordinator is not advertised either)
 //
+//   - authorization first: a transactional id needs WRITE on it
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer
+//     IDEMPOTENT_WRITE on the cluster or WRITE on any topic
+//     (CLUSTER_AUTHORIZATION_FAILED)
+//
 // Version notes:
 //   - v2: flexible; v3: producer id/epoch in the request; v4/v5: same shape
 
@@ -20,11 +25,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleInitProducerID(ctx context.Context, b *Broker, _ *conn, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
+func handleInitProducerID(ctx context.Context, b *Broker, cc *conn, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.InvalidRequest.Code
+		if !b.allowed(cc, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionalID) {
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		}
+		return resp, nil
+	}
+	// An idempotent producer needs IDEMPOTENT_WRITE on the cluster, or
+	// WRITE on some topic (KIP-679).
+	if !b.allowedCluster(cc, kmsg.ACLOperationIdempotentWrite) &&
+		!b.allowedByResourceType(cc, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp, nil
 	}
 	id, err := b.meta.NextProducerID(ctx)

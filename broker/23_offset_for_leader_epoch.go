@@ -13,6 +13,9 @@ package broker
 //     older one FENCED_LEADER_EPOCH (KIP-320); unknown partitions are
 //     UNKNOWN_TOPIC_OR_PARTITION
 //
+//   - CLUSTER_ACTION on the cluster, or DESCRIBE on each topic, else
+//     TOPIC_AUTHORIZATION_FAILED on its partitions, after the others
+//
 // Version notes:
 //   - v2: current leader epoch; v3: replica id; v4: flexible
 
@@ -23,11 +26,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleOffsetForLeaderEpoch(ctx context.Context, b *Broker, _ *conn, req *kmsg.OffsetForLeaderEpochRequest) (kmsg.Response, error) {
+func handleOffsetForLeaderEpoch(ctx context.Context, b *Broker, cc *conn, req *kmsg.OffsetForLeaderEpochRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	clusterAction := b.allowedCluster(cc, kmsg.ACLOperationClusterAction)
+	var denied []kmsg.OffsetForLeaderEpochResponseTopic
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		if !clusterAction && !b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			denied = append(denied, st)
+			continue
+		}
 		t := b.catalog.lookup(ctx, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
@@ -44,5 +58,6 @@ func handleOffsetForLeaderEpoch(ctx context.Context, b *Broker, _ *conn, req *km
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	resp.Topics = append(resp.Topics, denied...)
 	return resp, nil
 }

@@ -20,6 +20,10 @@ package broker
 //   - sensitive values are null; read-only is true for broker keys kafgres
 //     cannot alter
 //
+//   - DESCRIBE_CONFIGS on the topic, group, or cluster (broker, loggers,
+//     client metrics), else {TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED,
+//     the code's message, no configs}, answered after the others
+//
 // Version notes:
 //   - v1: synonyms, source; v2: throttle; v3: documentation, config type;
 //     v4: flexible
@@ -35,12 +39,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleDescribeConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
+func handleDescribeConfigs(ctx context.Context, b *Broker, cc *conn, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	docs := req.Version >= 3 && req.IncludeDocumentation
+	var denied []kmsg.DescribeConfigsResponseResource
 	for _, r := range req.Resources {
 		res := kmsg.NewDescribeConfigsResponseResource()
 		res.ResourceType, res.ResourceName = r.ResourceType, r.ResourceName
+		if code := b.configsDenied(cc, r.ResourceType, r.ResourceName, kmsg.ACLOperationDescribeConfigs); code != nil {
+			msg := code.Description
+			res.ErrorCode, res.ErrorMessage, res.Configs = code.Code, &msg, []kmsg.DescribeConfigsResponseResourceConfig{}
+			denied = append(denied, res)
+			continue
+		}
 		configs, err := b.describeResource(ctx, r, req.IncludeSynonyms, docs)
 		// Kafka sends an empty message, not null, when there is none.
 		msg := ""
@@ -53,7 +64,30 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.De
 		res.Configs = configs
 		resp.Resources = append(resp.Resources, res)
 	}
+	resp.Resources = append(resp.Resources, denied...)
 	return resp, nil
+}
+
+// configsDenied is Kafka's check of a config resource: op (DESCRIBE_CONFIGS
+// or ALTER_CONFIGS) on the topic or group, or on the cluster for the
+// broker, its loggers and client metrics; nil when allowed (or of a type
+// the handler refuses anyway).
+func (b *Broker) configsDenied(cc *conn, rt kmsg.ConfigResourceType, name string, op kmsg.ACLOperation) *kerr.Error {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		if !b.allowed(cc, op, kmsg.ACLResourceTypeTopic, name) {
+			return kerr.TopicAuthorizationFailed
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !b.allowed(cc, op, kmsg.ACLResourceTypeGroup, name) {
+			return kerr.GroupAuthorizationFailed
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
+		if !b.allowedCluster(cc, op) {
+			return kerr.ClusterAuthorizationFailed
+		}
+	}
+	return nil
 }
 
 // errDescribeResourceType is Kafka's answer for a resource type it has no

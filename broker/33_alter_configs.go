@@ -21,6 +21,10 @@ package broker
 //   - the catalog is reloaded before answering, so the change is visible
 //     to the client's next request on any connection
 //
+//   - ALTER_CONFIGS on the topic, group or cluster (broker), after the
+//     request's own checks: {TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED,
+//     the code's message}, in request order
+//
 // Version notes:
 //   - v1: throttle; v2: flexible
 
@@ -32,14 +36,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleAlterConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
+func handleAlterConfigs(ctx context.Context, b *Broker, cc *conn, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	keys := make([]kconfig.Resource, len(req.Resources))
 	for i, r := range req.Resources {
 		keys[i] = kconfig.Resource{Type: r.ResourceType, Name: r.ResourceName}
 	}
 	errs := b.alterEach(ctx, keys, req.ValidateOnly, func(i int) *apierr.Error {
-		return b.alterConfigsResource(ctx, req.Resources[i], req.ValidateOnly)
+		return b.alterConfigsResource(ctx, cc, req.Resources[i], req.ValidateOnly)
 	})
 	for i, r := range req.Resources {
 		res := kmsg.NewAlterConfigsResponseResource()
@@ -73,7 +77,7 @@ func (b *Broker) alterEach(ctx context.Context, keys []kconfig.Resource, validat
 	return errs
 }
 
-func (b *Broker) alterConfigsResource(ctx context.Context, r kmsg.AlterConfigsRequestResource, validateOnly bool) *apierr.Error {
+func (b *Broker) alterConfigsResource(ctx context.Context, cc *conn, r kmsg.AlterConfigsRequestResource, validateOnly bool) *apierr.Error {
 	configs := make(map[string]string, len(r.Configs))
 	for _, c := range r.Configs {
 		if _, dup := configs[c.Name]; dup {
@@ -83,6 +87,11 @@ func (b *Broker) alterConfigsResource(ctx context.Context, r kmsg.AlterConfigsRe
 			return kconfig.NullValue(c.Name)
 		}
 		configs[c.Name] = *c.Value
+	}
+	if r.ResourceType != kmsg.ConfigResourceTypeBrokerLogger {
+		if err := b.alterConfigsDenied(cc, r.ResourceType, r.ResourceName, true); err != nil {
+			return err
+		}
 	}
 	switch r.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
@@ -95,4 +104,18 @@ func (b *Broker) alterConfigsResource(ctx context.Context, r kmsg.AlterConfigsRe
 		})
 	}
 	return kconfig.UnknownResourceType(r.ResourceType)
+}
+
+// alterConfigsDenied is ALTER_CONFIGS on a config resource (configsDenied)
+// as an answer: the code's message (Kafka's authorizeAlterResource), or
+// none for the broker's loggers (withMessage false).
+func (b *Broker) alterConfigsDenied(cc *conn, rt kmsg.ConfigResourceType, name string, withMessage bool) *apierr.Error {
+	e := b.configsDenied(cc, rt, name, kmsg.ACLOperationAlterConfigs)
+	switch {
+	case e == nil:
+		return nil
+	case withMessage:
+		return apierr.New(e, "%s", e.Description)
+	}
+	return apierr.WithoutMessage(e)
 }

@@ -69,3 +69,11 @@ func allPartitions(t *topic) []int32 {
 	}
 	return out
 }
+
+// deniedDescribeLogDirs: KafkaApis checks DESCRIBE on the cluster itself
+// and answers the error code alone, no message, no results.
+func deniedDescribeLogDirs(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	resp.ErrorCode = code
+	return resp
+}

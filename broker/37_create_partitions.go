@@ -12,6 +12,9 @@ package broker
 //   - more than 10000 new partitions in one request: POLICY_VIOLATION
 //   - validateOnly runs every check and changes nothing
 //
+//   - ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED with no
+//     message, existence hidden
+//
 // Version notes:
 //   - v1: throttle; v2: flexible; v3: same as v2
 
@@ -23,7 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleCreatePartitions(ctx context.Context, b *Broker, _ *conn, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
+func handleCreatePartitions(ctx context.Context, b *Broker, cc *conn, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	unique, dups := splitDuplicates(req.Topics, func(rt kmsg.CreatePartitionsRequestTopic) string { return rt.Topic })
 	answer := func(rt kmsg.CreatePartitionsRequestTopic, err error) {
@@ -33,6 +36,12 @@ func handleCreatePartitions(ctx context.Context, b *Broker, _ *conn, req *kmsg.C
 		resp.Topics = append(resp.Topics, out)
 	}
 	for _, rt := range unique {
+		if !b.allowed(cc, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			out := kmsg.NewCreatePartitionsResponseTopic()
+			out.Topic, out.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, out)
+			continue
+		}
 		answer(rt, b.createPartitions(ctx, rt, req.ValidateOnly))
 	}
 	for _, rt := range dups {

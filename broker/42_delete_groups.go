@@ -17,14 +17,25 @@ package broker
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleDeleteGroups(ctx context.Context, b *Broker, _ *conn, req *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
+func handleDeleteGroups(ctx context.Context, b *Broker, cc *conn, req *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	// DELETE on each group; the denied ones come after the others.
+	var denied []kmsg.DeleteGroupsResponseGroup
 	for _, name := range req.Groups {
+		if !b.allowed(cc, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, name) {
+			if !slices.ContainsFunc(denied, func(g kmsg.DeleteGroupsResponseGroup) bool { return g.Group == name }) {
+				rg := kmsg.NewDeleteGroupsResponseGroup()
+				rg.Group, rg.ErrorCode = name, kerr.GroupAuthorizationFailed.Code
+				denied = append(denied, rg)
+			}
+			continue
+		}
 		rg := kmsg.NewDeleteGroupsResponseGroup()
 		rg.Group = name
 		if err := b.deleteGroup(ctx, name); err != nil {
@@ -36,6 +47,7 @@ func handleDeleteGroups(ctx context.Context, b *Broker, _ *conn, req *kmsg.Delet
 		}
 		resp.Groups = append(resp.Groups, rg)
 	}
+	resp.Groups = append(resp.Groups, denied...)
 	return resp, nil
 }
 

@@ -59,3 +59,22 @@ func handleElectLeaders(ctx context.Context, b *Broker, _ *conn, req *kmsg.Elect
 	}
 	return resp, nil
 }
+
+// deniedElectLeaders is ElectLeadersRequest.getErrorResponse: the error at
+// the top and on every listed partition.
+func deniedElectLeaders(r kmsg.Request, code int16, msg *string) kmsg.Response {
+	req := r.(*kmsg.ElectLeadersRequest)
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	resp.ErrorCode = code
+	for _, in := range req.Topics {
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = in.Topic
+		for _, i := range in.Partitions {
+			rp := kmsg.NewElectLeadersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage = i, code, msg
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

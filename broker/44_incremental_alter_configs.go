@@ -20,6 +20,10 @@ package broker
 //     answers (UNKNOWN_SERVER_ERROR for a topic, INVALID_REQUEST otherwise)
 //   - the catalog is reloaded before answering
 //
+//   - ALTER_CONFIGS on the topic, group or cluster (broker, loggers, client
+//     metrics), after the request's own checks: {TOPIC_/GROUP_/
+//     CLUSTER_AUTHORIZATION_FAILED, the code's message; none for loggers}
+//
 // Version notes:
 //   - v1: flexible
 
@@ -33,14 +37,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, _ *conn, req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
+func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, cc *conn, req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	keys := make([]kconfig.Resource, len(req.Resources))
 	for i, r := range req.Resources {
 		keys[i] = kconfig.Resource{Type: r.ResourceType, Name: r.ResourceName}
 	}
 	errs := b.alterEach(ctx, keys, req.ValidateOnly, func(i int) *apierr.Error {
-		return b.incrementalAlterResource(ctx, req.Resources[i], req.ValidateOnly)
+		return b.incrementalAlterResource(ctx, cc, req.Resources[i], req.ValidateOnly)
 	})
 	for i, r := range req.Resources {
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
@@ -51,7 +55,7 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, _ *conn, req 
 	return resp, nil
 }
 
-func (b *Broker) incrementalAlterResource(ctx context.Context, r kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) *apierr.Error {
+func (b *Broker) incrementalAlterResource(ctx context.Context, cc *conn, r kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) *apierr.Error {
 	seen := make(map[string]bool, len(r.Configs))
 	for _, c := range r.Configs {
 		if seen[c.Name] {
@@ -67,6 +71,9 @@ func (b *Broker) incrementalAlterResource(ctx context.Context, r kmsg.Incrementa
 		if c.Value == nil && c.Op != kmsg.IncrementalAlterConfigOpDelete {
 			return kconfig.NullValue(c.Name)
 		}
+	}
+	if err := b.alterConfigsDenied(cc, r.ResourceType, r.ResourceName, r.ResourceType != kmsg.ConfigResourceTypeBrokerLogger); err != nil {
+		return err
 	}
 	switch r.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:

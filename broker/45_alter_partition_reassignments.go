@@ -55,3 +55,22 @@ func handleAlterPartitionReassignments(ctx context.Context, b *Broker, _ *conn, 
 	}
 	return resp, nil
 }
+
+// deniedAlterPartitionReassignments: the error at the top and on every
+// listed partition (AlterPartitionReassignmentsRequest.getErrorResponse).
+func deniedAlterPartitionReassignments(r kmsg.Request, code int16, msg *string) kmsg.Response {
+	req := r.(*kmsg.AlterPartitionAssignmentsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	resp.ErrorCode, resp.ErrorMessage = code, msg
+	for _, in := range req.Topics {
+		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		rt.Topic = in.Topic
+		for _, p := range in.Partitions {
+			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, code, msg
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -20,3 +20,23 @@ import (
 func handleListPartitionReassignments(_ context.Context, _ *Broker, _ *conn, req *kmsg.ListPartitionReassignmentsRequest) (kmsg.Response, error) {
 	return req.ResponseKind(), nil
 }
+
+// deniedListPartitionReassignments: the error at the top, the listed
+// topics echoed with their partitions
+// (ListPartitionReassignmentsRequest.getErrorResponse).
+func deniedListPartitionReassignments(r kmsg.Request, code int16, msg *string) kmsg.Response {
+	req := r.(*kmsg.ListPartitionReassignmentsRequest)
+	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	resp.ErrorCode, resp.ErrorMessage = code, msg
+	for _, in := range req.Topics {
+		rt := kmsg.NewListPartitionReassignmentsResponseTopic()
+		rt.Topic = in.Topic
+		for _, p := range in.Partitions {
+			rp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

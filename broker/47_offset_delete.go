@@ -65,3 +65,12 @@ func handleOffsetDelete(ctx context.Context, b *Broker, _ *conn, req *kmsg.Offse
 	}
 	return resp, nil
 }
+
+// deniedOffsetDelete: the group error at the top, no topics.
+func deniedOffsetDelete(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	resp.ErrorCode = code
+	return resp
+}
+
+func offsetDeleteGroupID(r kmsg.Request) string { return r.(*kmsg.OffsetDeleteRequest).Group }

@@ -87,3 +87,12 @@ func quotaMatches(e quotaEntity, components []kmsg.DescribeClientQuotasRequestCo
 	}
 	return true
 }
+
+// deniedDescribeClientQuotas: KafkaApis's own check, error code with a null
+// message and null entries.
+func deniedDescribeClientQuotas(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	resp.ErrorCode = code
+	resp.Entries = nil
+	return resp
+}

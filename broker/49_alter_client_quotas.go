@@ -79,3 +79,23 @@ func (b *Broker) alterQuotaEntry(ctx context.Context, e quotaEntity, ops []kmsg.
 	}
 	return b.meta.AlterQuotas(ctx, metadata.QuotaEntity(e), changes)
 }
+
+// deniedAlterClientQuotas: every entry fails with the code's default
+// message (AlterClientQuotasRequest.getErrorResponse uses Errors.message,
+// not the exception's).
+func deniedAlterClientQuotas(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	req := r.(*kmsg.AlterClientQuotasRequest)
+	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	msg := kerr.ErrorForCode(code).(*kerr.Error).Description
+	for _, e := range req.Entries {
+		re := kmsg.NewAlterClientQuotasResponseEntry()
+		re.ErrorCode, re.ErrorMessage = code, &msg
+		for _, c := range e.Entity {
+			rc := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			rc.Type, rc.Name = c.Type, c.Name
+			re.Entity = append(re.Entity, rc)
+		}
+		resp.Entries = append(resp.Entries, re)
+	}
+	return resp
+}

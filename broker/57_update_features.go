@@ -92,3 +92,11 @@ func (b *Broker) checkFeatureUpdate(version int16, u kmsg.UpdateFeaturesRequestF
 	}
 	return nil
 }
+
+// deniedUpdateFeatures is UpdateFeaturesResponse.createWithErrors: the
+// error at the top, no results.
+func deniedUpdateFeatures(r kmsg.Request, code int16, msg *string) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.UpdateFeaturesResponse)
+	resp.ErrorCode, resp.ErrorMessage = code, msg
+	return resp
+}

@@ -20,11 +20,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/security/acl"
 )
 
 const endpointTypeController = 2
 
-func handleDescribeCluster(_ context.Context, b *Broker, _ *conn, req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
+func handleDescribeCluster(_ context.Context, b *Broker, cc *conn, req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if req.Version >= 1 {
 		resp.EndpointType = 1
@@ -41,7 +43,10 @@ func handleDescribeCluster(_ context.Context, b *Broker, _ *conn, req *kmsg.Desc
 	br.NodeID, br.Host, br.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
 	resp.Brokers = append(resp.Brokers, br)
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = allClusterOperations
+		resp.ClusterAuthorizedOperations = 0 // DESCRIBE on the cluster denied
+		if b.allowedCluster(cc, kmsg.ACLOperationDescribe) {
+			resp.ClusterAuthorizedOperations = b.authorizedOps(cc, kmsg.ACLResourceTypeCluster, acl.ClusterName)
+		}
 	}
 	return resp, nil
 }

@@ -106,3 +106,14 @@ func validateConsumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (*kerr.E
 	}
 	return nil, ""
 }
+
+// deniedConsumerGroupHeartbeat: the error code, no message.
+func deniedConsumerGroupHeartbeat(r kmsg.Request, code int16, _ *string) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	resp.ErrorCode = code
+	return resp
+}
+
+func consumerGroupHeartbeatGroupID(r kmsg.Request) string {
+	return r.(*kmsg.ConsumerGroupHeartbeatRequest).Group
+}

@@ -12,6 +12,10 @@ package broker
 //   - authorized operations (when asked): every group operation, as Kafka
 //     without an authorizer; else the "not asked" sentinel MinInt32
 //
+//   - DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED, answered
+//     first; authorized operations from the ACLs (not yet: Kafka 4.2's
+//     check of the members' assigned topics)
+//
 // Version notes:
 //   - v1: member type (1, consumer protocol; classic members are never
 //     mixed into consumer groups here)
@@ -25,7 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleConsumerGroupDescribe(_ context.Context, b *Broker, _ *conn, req *kmsg.ConsumerGroupDescribeRequest) (kmsg.Response, error) {
+func handleConsumerGroupDescribe(_ context.Context, b *Broker, cc *conn, req *kmsg.ConsumerGroupDescribeRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 	names := func(id [16]byte) string {
 		if t := b.catalog.topicByID(id); t != nil {
@@ -33,12 +37,23 @@ func handleConsumerGroupDescribe(_ context.Context, b *Broker, _ *conn, req *kms
 		}
 		return ""
 	}
+	// Groups cc may not DESCRIBE come first, as in Kafka.
+	var allowed []string
 	for _, name := range req.Groups {
+		if b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, name) {
+			allowed = append(allowed, name)
+			continue
+		}
+		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+		rg.Group, rg.ErrorCode, rg.AuthorizedOperations = name, kerr.GroupAuthorizationFailed.Code, math.MinInt32
+		resp.Groups = append(resp.Groups, rg)
+	}
+	for _, name := range allowed {
 		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 		rg.Group = name
 		rg.AuthorizedOperations = math.MinInt32
 		if req.IncludeAuthorizedOperations {
-			rg.AuthorizedOperations = allGroupOperations
+			rg.AuthorizedOperations = b.authorizedOps(cc, kmsg.ACLResourceTypeGroup, name)
 		}
 		switch {
 		case name == "":

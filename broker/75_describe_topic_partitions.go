@@ -14,6 +14,11 @@ package broker
 //   - unknown names get UNKNOWN_TOPIC_OR_PARTITION, invalid names
 //     INVALID_TOPIC_EXCEPTION; topics are never created here
 //
+//   - DESCRIBE on each topic: all-topics requests leave the others out;
+//     named ones get TOPIC_AUTHORIZATION_FAILED (no id, no partitions),
+//     after the others, existence hidden; authorized operations from the
+//     ACLs
+//
 // Version notes:
 //   - v0: flexible
 
@@ -30,15 +35,28 @@ import (
 // maxDescribePartitions is Kafka's max.request.partition.size.limit.
 const maxDescribePartitions = 2000
 
-func handleDescribeTopicPartitions(ctx context.Context, b *Broker, _ *conn, req *kmsg.DescribeTopicPartitionsRequest) (kmsg.Response, error) {
+func handleDescribeTopicPartitions(ctx context.Context, b *Broker, cc *conn, req *kmsg.DescribeTopicPartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeTopicPartitionsResponse)
 	names := make([]string, 0, len(req.Topics))
+	var denied []kmsg.DescribeTopicPartitionsResponseTopic
+	describable := func(name string) bool {
+		return b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name)
+	}
 	if len(req.Topics) == 0 {
 		for _, t := range b.catalog.topics() {
-			names = append(names, t.name)
+			if describable(t.name) { // the others are left out silently
+				names = append(names, t.name)
+			}
 		}
 	} else {
 		for _, rt := range req.Topics {
+			if !describable(rt.Topic) {
+				out := kmsg.NewDescribeTopicPartitionsResponseTopic()
+				n := rt.Topic
+				out.Topic, out.ErrorCode, out.Partitions = &n, kerr.TopicAuthorizationFailed.Code, []kmsg.DescribeTopicPartitionsResponseTopicPartition{}
+				denied = append(denied, out)
+				continue
+			}
 			names = append(names, rt.Topic)
 		}
 	}
@@ -57,7 +75,7 @@ func handleDescribeTopicPartitions(ctx context.Context, b *Broker, _ *conn, req 
 		out := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		n := name
 		out.Topic = &n
-		out.AuthorizedOperations = allTopicOperations
+		out.AuthorizedOperations = b.authorizedOps(cc, kmsg.ACLResourceTypeTopic, name)
 		t := b.catalog.lookup(ctx, name)
 		switch {
 		case !topicname.Valid(name):
@@ -92,6 +110,7 @@ func handleDescribeTopicPartitions(ctx context.Context, b *Broker, _ *conn, req 
 			break
 		}
 	}
+	resp.Topics = append(resp.Topics, denied...)
 	return resp, nil
 }
 

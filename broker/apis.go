@@ -18,6 +18,11 @@ type api struct {
 	key      int16
 	min, max int16
 	handle   handler
+	// cluster, if set, is the whole-request check Kafka makes before the
+	// handler runs (authorizeClusterOperation); the dispatcher applies
+	// it. Per-item checks are the handler's (authz.go).
+	cluster  *clusterCheck
+	resource *resourceCheck
 }
 
 // serve adapts a typed handler to the table's signature.
@@ -37,13 +42,18 @@ func servedAPIs() apiTable {
 		{key: 1, min: 4, max: 18, handle: serve(handleFetch)},
 		{key: 2, min: 1, max: 11, handle: serve(handleListOffsets)},
 		{key: 3, min: 0, max: 13, handle: serve(handleMetadata)},
-		{key: 8, min: 2, max: 10, handle: serve(handleOffsetCommit)},
+		{key: 8, min: 2, max: 10, handle: serve(handleOffsetCommit),
+			resource: &resourceCheck{kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, offsetCommitGroupID, deniedOffsetCommit}},
 		{key: 9, min: 1, max: 10, handle: serve(handleOffsetFetch)},
 		{key: 10, min: 0, max: 6, handle: serve(handleFindCoordinator)},
-		{key: 11, min: 0, max: 9, handle: serve(handleJoinGroup)},
-		{key: 12, min: 0, max: 4, handle: serve(handleHeartbeat)},
-		{key: 13, min: 0, max: 5, handle: serve(handleLeaveGroup)},
-		{key: 14, min: 0, max: 5, handle: serve(handleSyncGroup)},
+		{key: 11, min: 0, max: 9, handle: serve(handleJoinGroup),
+			resource: &resourceCheck{kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, joinGroupID, deniedJoinGroup}},
+		{key: 12, min: 0, max: 4, handle: serve(handleHeartbeat),
+			resource: &resourceCheck{kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, heartbeatGroupID, deniedHeartbeat}},
+		{key: 13, min: 0, max: 5, handle: serve(handleLeaveGroup),
+			resource: &resourceCheck{kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, leaveGroupID, deniedLeaveGroup}},
+		{key: 14, min: 0, max: 5, handle: serve(handleSyncGroup),
+			resource: &resourceCheck{kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, syncGroupID, deniedSyncGroup}},
 		{key: 15, min: 0, max: 6, handle: serve(handleDescribeGroups)},
 		{key: 16, min: 0, max: 5, handle: serve(handleListGroups)},
 		{key: 18, min: 0, max: 5, handle: serve(handleApiVersions)},
@@ -52,22 +62,27 @@ func servedAPIs() apiTable {
 		{key: 21, min: 0, max: 2, handle: serve(handleDeleteRecords)},
 		{key: 22, min: 0, max: 5, handle: serve(handleInitProducerID)},
 		{key: 23, min: 2, max: 4, handle: serve(handleOffsetForLeaderEpoch)},
+		{key: 29, min: 1, max: 3, handle: serve(handleDescribeACLs), cluster: &clusterCheck{kmsg.ACLOperationDescribe, deniedDescribeACLs}},
+		{key: 30, min: 1, max: 3, handle: serve(handleCreateACLs), cluster: &clusterCheck{kmsg.ACLOperationAlter, deniedCreateACLs}},
+		{key: 31, min: 1, max: 3, handle: serve(handleDeleteACLs), cluster: &clusterCheck{kmsg.ACLOperationAlter, deniedDeleteACLs}},
 		{key: 32, min: 1, max: 4, handle: serve(handleDescribeConfigs)},
 		{key: 33, min: 0, max: 2, handle: serve(handleAlterConfigs)},
-		{key: 35, min: 1, max: 5, handle: serve(handleDescribeLogDirs)},
+		{key: 35, min: 1, max: 5, handle: serve(handleDescribeLogDirs), cluster: &clusterCheck{kmsg.ACLOperationDescribe, deniedDescribeLogDirs}},
 		{key: 37, min: 0, max: 3, handle: serve(handleCreatePartitions)},
 		{key: 42, min: 0, max: 3, handle: serve(handleDeleteGroups)},
-		{key: 43, min: 0, max: 2, handle: serve(handleElectLeaders)},
+		{key: 43, min: 0, max: 2, handle: serve(handleElectLeaders), cluster: &clusterCheck{kmsg.ACLOperationAlter, deniedElectLeaders}},
 		{key: 44, min: 0, max: 1, handle: serve(handleIncrementalAlterConfigs)},
-		{key: 45, min: 0, max: 1, handle: serve(handleAlterPartitionReassignments)},
-		{key: 46, min: 0, max: 0, handle: serve(handleListPartitionReassignments)},
-		{key: 47, min: 0, max: 0, handle: serve(handleOffsetDelete)},
-		{key: 48, min: 0, max: 1, handle: serve(handleDescribeClientQuotas)},
-		{key: 49, min: 0, max: 1, handle: serve(handleAlterClientQuotas)},
-		{key: 57, min: 0, max: 2, handle: serve(handleUpdateFeatures)},
+		{key: 45, min: 0, max: 1, handle: serve(handleAlterPartitionReassignments), cluster: &clusterCheck{kmsg.ACLOperationAlter, deniedAlterPartitionReassignments}},
+		{key: 46, min: 0, max: 0, handle: serve(handleListPartitionReassignments), cluster: &clusterCheck{kmsg.ACLOperationDescribe, deniedListPartitionReassignments}},
+		{key: 47, min: 0, max: 0, handle: serve(handleOffsetDelete),
+			resource: &resourceCheck{kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, offsetDeleteGroupID, deniedOffsetDelete}},
+		{key: 48, min: 0, max: 1, handle: serve(handleDescribeClientQuotas), cluster: &clusterCheck{kmsg.ACLOperationDescribeConfigs, deniedDescribeClientQuotas}},
+		{key: 49, min: 0, max: 1, handle: serve(handleAlterClientQuotas), cluster: &clusterCheck{kmsg.ACLOperationAlterConfigs, deniedAlterClientQuotas}},
+		{key: 57, min: 0, max: 2, handle: serve(handleUpdateFeatures), cluster: &clusterCheck{kmsg.ACLOperationAlter, deniedUpdateFeatures}},
 		{key: 60, min: 0, max: 2, handle: serve(handleDescribeCluster)},
 		{key: 61, min: 0, max: 0, handle: serve(handleDescribeProducers)},
-		{key: 68, min: 0, max: 1, handle: serve(handleConsumerGroupHeartbeat)},
+		{key: 68, min: 0, max: 1, handle: serve(handleConsumerGroupHeartbeat),
+			resource: &resourceCheck{kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, consumerGroupHeartbeatGroupID, deniedConsumerGroupHeartbeat}},
 		{key: 69, min: 0, max: 1, handle: serve(handleConsumerGroupDescribe)},
 		{key: 75, min: 0, max: 0, handle: serve(handleDescribeTopicPartitions)},
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/kafgres/kafgres/broker/metadata"
 	"github.com/kafgres/kafgres/broker/retry"
 	"github.com/kafgres/kafgres/broker/storage"
+	"github.com/kafgres/kafgres/security/acl"
 )
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
@@ -40,6 +41,11 @@ type Broker struct {
 	mirror    *mirror
 	features  featureLevels
 	conns     connLimits
+	authz     *authz
+
+	// testPrincipal, set by in-process tests, names the principal of a
+	// connection by its remote address, standing in for authentication.
+	testPrincipal func(remote string) (acl.Principal, bool)
 
 	// Bounds on what clients can make the broker hold (conn.go,
 	// compress.go): request bytes read and not yet handled, frame buffers,
@@ -115,6 +121,14 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	}, log.With("component", "groups"))
 
 	b.meta = meta
+	b.authz = newAuthz(cfg, log)
+	if b.authz.enabled {
+		// Loaded before the first request: Kafka refuses requests until
+		// its authorizer has loaded (AuthorizerNotReadyException).
+		if err := b.authz.load(ctx, meta); err != nil {
+			return nil, err
+		}
+	}
 	if b.clusterID, err = meta.ClusterID(ctx); err != nil {
 		return nil, err
 	}
@@ -163,6 +177,7 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 	run(b.committer.run)
 	run(b.mirror.run)
 	run(b.catalog.listen)
+	run(func(ctx context.Context) { b.authz.follow(ctx, b.meta) })
 	run(b.retain)
 	run(func(ctx context.Context) {
 		select {

@@ -53,6 +53,15 @@ type Config struct {
 	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	GroupMaxSize               int           // group.max.size
 
+	// Authorization (docs/security.md, "Authorization"). Authorizer is
+	// auto, on or off ("" is auto): auto enforces ACLs when a listener
+	// authenticates clients. SuperUsers is Kafka's super.users
+	// (";"-separated principals); Postgres superusers are super users too.
+	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found.
+	Authorizer                string
+	SuperUsers                string
+	AllowEveryoneIfNoACLFound bool
+
 	// LogLevel, when set, is the level of the logger the broker was given;
 	// IncrementalAlterConfigs on the BROKER_LOGGER "root" changes it.
 	LogLevel *slog.LevelVar
@@ -126,6 +135,9 @@ func (c *Config) validate() error {
 	}
 	if c.DSN == "" {
 		errs = append(errs, errors.New("dsn is empty"))
+	}
+	if err := c.validateAuthorizer(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.AdvertisedPort <= 0 || c.AdvertisedPort > 65535 {
 		errs = append(errs, fmt.Errorf("advertised port %d out of range", c.AdvertisedPort))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -17,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/security/acl"
 )
 
 // maxInFlight bounds the responses a connection may have waiting for
@@ -36,6 +39,12 @@ type conn struct {
 	nc       net.Conn
 	log      *slog.Logger
 	clientID string
+
+	// principal is who the client authenticated as (User:ANONYMOUS until
+	// then, and on listeners that do not authenticate); host its address
+	// as Kafka prints it (acl.HostAddress). ACLs are matched against both.
+	principal acl.Principal
+	host      string
 
 	// wait is set by a handler whose response must not be written before
 	// the channel closes; the dispatcher moves it onto the response.
@@ -311,7 +320,7 @@ func appendResponse(dst []byte, correlation int32, resp kmsg.Response) []byte {
 func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cc := &conn{nc: nc, log: b.log.With("remote", nc.RemoteAddr().String())}
+	cc := &conn{nc: nc, log: b.log.With("remote", nc.RemoteAddr().String()), principal: anonymous, host: hostOf(nc)}
 
 	out := make(chan response, maxInFlight)
 	writerDone := make(chan struct{})
@@ -419,6 +428,14 @@ func (b *Broker) dispatch(ctx context.Context, cc *conn, req request) (resp kmsg
 		}
 	}()
 	a, _ := b.apis.lookup(req.key)
+	if b.testPrincipal != nil {
+		if p, ok := b.testPrincipal(cc.nc.RemoteAddr().String()); ok {
+			cc.principal = p
+		}
+	}
+	if denied := b.checkRequest(cc, a, req.body); denied != nil {
+		return denied, nil
+	}
 	return a.handle(ctx, b, cc, req.body)
 }
 
@@ -475,4 +492,13 @@ func errorCode(err error) int16 {
 		return ke.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// hostOf is the client's address as Kafka matches ACL hosts against it.
+func hostOf(nc net.Conn) string {
+	ap, err := netip.ParseAddrPort(nc.RemoteAddr().String())
+	if err != nil {
+		return ""
+	}
+	return acl.HostAddress(ap.Addr())
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafgres/kafgres/broker/metadata"
+	"github.com/kafgres/kafgres/security/acl"
 )
 
 type testBroker struct {
@@ -29,6 +30,10 @@ type testBroker struct {
 	meta *metadata.Memory
 	addr string
 	stop func() // stops serving and closes the broker; runs once
+
+	// principals maps a client's address to the principal dialAs gave it,
+	// standing in for authentication.
+	principals *sync.Map
 }
 
 // startTestBroker serves a broker on an ephemeral port until the test ends.
@@ -68,6 +73,14 @@ func serveTestBroker(t *testing.T, cfg Config, mem *metadata.Memory) *testBroker
 		ln.Close()
 		t.Fatalf("open broker: %v", err)
 	}
+	principals := new(sync.Map)
+	b.testPrincipal = func(remote string) (acl.Principal, bool) {
+		p, ok := principals.Load(remote)
+		if !ok {
+			return acl.Principal{}, false
+		}
+		return p.(acl.Principal), true
+	}
 	done := make(chan error, 1)
 	go func() { done <- b.Serve(ctx, ln) }()
 	var once sync.Once
@@ -84,7 +97,7 @@ func serveTestBroker(t *testing.T, cfg Config, mem *metadata.Memory) *testBroker
 		})
 	}
 	t.Cleanup(stop)
-	return &testBroker{Broker: b, t: t, meta: mem, addr: ln.Addr().String(), stop: stop}
+	return &testBroker{Broker: b, t: t, meta: mem, addr: ln.Addr().String(), stop: stop, principals: principals}
 }
 
 // restartAfterCrash stands for a kill -9 of the broker process and its

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kafgres/kafgres/broker/metadata"
+	"github.com/kafgres/kafgres/security/acl"
 )
 
 // metadataStore is everything the broker keeps in Postgres:
@@ -12,6 +13,7 @@ import (
 type metadataStore interface {
 	catalogStore
 	offsetStore
+	aclStore
 	ClusterID(ctx context.Context) (string, error)
 	NextProducerID(ctx context.Context) (int64, error)
 	LoadFeatures(ctx context.Context) (map[string]int16, error)
@@ -40,6 +42,17 @@ type catalogStore interface {
 		next func(current map[string]string) (map[string]string, error)) error
 	AlterBrokerConfigs(ctx context.Context, nodeID int32, cluster, commit bool,
 		next func(node, cluster map[string]string) (map[string]string, error)) error
+}
+
+// aclStore holds the Kafka ACLs (kafgres.acl).
+type aclStore interface {
+	// LoadACLs reads the ACLs and the Postgres superusers.
+	LoadACLs(ctx context.Context) (metadata.ACLs, error)
+	// WatchACLs calls changed after every change and reconnection until
+	// ctx ends.
+	WatchACLs(ctx context.Context, changed func(context.Context) error)
+	CreateACLs(ctx context.Context, bindings []acl.Binding) error
+	DeleteACLs(ctx context.Context, bindings []acl.Binding) error
 }
 
 // offsetStore holds the offsets groups commit.

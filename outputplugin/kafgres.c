@@ -46,6 +46,41 @@ bool		kafgres_fsync = true;
 int			kafgres_max_message_bytes = 1048588;
 int			kafgres_log_retention_check_interval = 300000;
 int			kafgres_mapping_render_timeout = 5000;
+int			kafgres_authorizer = KAFGRES_AUTHORIZER_AUTO;
+char	   *kafgres_super_users = NULL;
+bool		kafgres_allow_everyone_if_no_acl_found = false;
+
+static const struct config_enum_entry authorizer_options[] = {
+	{"auto", KAFGRES_AUTHORIZER_AUTO, false},
+	{"on", KAFGRES_AUTHORIZER_ON, false},
+	{"off", KAFGRES_AUTHORIZER_OFF, false},
+	{"true", KAFGRES_AUTHORIZER_ON, true},
+	{"false", KAFGRES_AUTHORIZER_OFF, true},
+	{NULL, 0, false}
+};
+
+/*
+ * Whether ACLs are enforced, in the broker and on the SQL side alike.
+ * "auto" is on when a listener authenticates its clients (Kafka needs an
+ * authorizer only then: on a PLAINTEXT-only broker every client is
+ * User:ANONYMOUS).  kafgres has no authenticating listener yet, so auto is
+ * off; the listeners work resolves it here and in the broker's
+ * Config.AuthorizerEnabled.
+ */
+bool
+kafgres_authorizer_enabled(void)
+{
+	return kafgres_authorizer == KAFGRES_AUTHORIZER_ON;
+}
+
+PG_FUNCTION_INFO_V1(kafgres_acl_enabled);
+
+/* kafgres.acl_enabled() */
+Datum
+kafgres_acl_enabled(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(kafgres_authorizer_enabled());
+}
 
 void
 _PG_init(void)
@@ -189,6 +224,36 @@ _PG_init(void)
 							5000, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	/*
+	 * Authorization (docs/security.md, "Authorization").  Read by the
+	 * broker (passed as flags) and by kafgres_produce() and the mapping
+	 * trigger in the backends, which apply the same ACLs.
+	 */
+	DefineCustomEnumVariable("kafgres.authorizer",
+							 "Whether Kafka ACLs are enforced: auto, on or off.",
+							 "auto enforces them when a listener authenticates clients.",
+							 &kafgres_authorizer,
+							 KAFGRES_AUTHORIZER_AUTO, authorizer_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.super_users",
+							   "Principals allowed everything, separated by semicolons.",
+							   "Kafka's super.users, e.g. User:admin;User:ops. Postgres "
+							   "superusers are super users too.",
+							   &kafgres_super_users,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("kafgres.allow_everyone_if_no_acl_found",
+							 "Allow everyone to use a resource that no ACL applies to.",
+							 "Kafka's allow.everyone.if.no.acl.found.",
+							 &kafgres_allow_everyone_if_no_acl_found,
+							 false,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("kafgres");
 

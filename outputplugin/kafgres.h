@@ -29,6 +29,18 @@ extern int	kafgres_max_message_bytes;
 extern int	kafgres_log_retention_check_interval;
 extern int	kafgres_mapping_render_timeout;
 
+/* kafgres.authorizer */
+enum
+{
+	KAFGRES_AUTHORIZER_AUTO,
+	KAFGRES_AUTHORIZER_ON,
+	KAFGRES_AUTHORIZER_OFF
+};
+extern int	kafgres_authorizer;
+extern char *kafgres_super_users;
+extern bool kafgres_allow_everyone_if_no_acl_found;
+extern bool kafgres_authorizer_enabled(void);
+
 /* supervisor.c */
 extern void kafgres_register_supervisor(void);
 extern PGDLLEXPORT void kafgres_supervisor_main(Datum main_arg);

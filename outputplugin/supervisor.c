@@ -341,6 +341,13 @@ build_broker_command(void)
 	args = lappend(args, psprintf("--mapping-render-timeout=%dms",
 								  kafgres_mapping_render_timeout));
 	args = lappend(args, psprintf("--fsync=%s", kafgres_fsync ? "true" : "false"));
+	args = lappend(args, psprintf("--authorizer=%s",
+								  kafgres_authorizer == KAFGRES_AUTHORIZER_ON ? "on" :
+								  kafgres_authorizer == KAFGRES_AUTHORIZER_OFF ? "off" : "auto"));
+	args = lappend(args, psprintf("--super-users=%s",
+								  kafgres_super_users ? kafgres_super_users : ""));
+	args = lappend(args, psprintf("--allow-everyone-if-no-acl-found=%s",
+								  kafgres_allow_everyone_if_no_acl_found ? "true" : "false"));
 	args = lappend(args, psprintf("--liveness-fd=%d", LIVENESS_FD));
 
 	cmd->argc = list_length(args);

@@ -5,7 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"maps"
+	"slices"
 	"sync"
+
+	"github.com/kafgres/kafgres/security/acl"
 )
 
 // Memory is the metadata store held in memory: the twin of Postgres for
@@ -26,6 +29,11 @@ type Memory struct {
 	quotas     map[string]Quota // by entity and key
 	producerID int64
 	logEnds    map[TopicPartition]LogEnd
+	acls       []acl.Binding
+	superRoles []string
+
+	// aclsChanged: Postgres's NOTIFY kafgres_acls.
+	aclsChanged chan struct{}
 
 	// changed has a value when a change has not been seen by
 	// WatchCatalog yet: Postgres's NOTIFY kafgres_topics.
@@ -43,6 +51,8 @@ func NewMemory() *Memory {
 		quotas:     map[string]Quota{},
 		logEnds:    map[TopicPartition]LogEnd{},
 		changed:    make(chan struct{}, 1),
+
+		aclsChanged: make(chan struct{}, 1),
 	}
 }
 
@@ -353,4 +363,61 @@ func (m *Memory) LogEnd(topicID int64, partition int32) (LogEnd, bool) {
 	defer m.mu.Unlock()
 	e, ok := m.logEnds[TopicPartition{topicID, partition}]
 	return e, ok
+}
+
+// LoadACLs returns the stored ACLs and the superuser roles SetSuperuserRoles
+// set.
+func (m *Memory) LoadACLs(context.Context) (ACLs, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return ACLs{Bindings: slices.Clone(m.acls), SuperuserRoles: slices.Clone(m.superRoles)}, nil
+}
+
+// WatchACLs calls changed once, then after every change, until ctx ends.
+func (m *Memory) WatchACLs(ctx context.Context, changed func(context.Context) error) {
+	for {
+		_ = changed(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.aclsChanged:
+		}
+	}
+}
+
+// CreateACLs stores the bindings not stored yet.
+func (m *Memory) CreateACLs(_ context.Context, bindings []acl.Binding) error {
+	m.mu.Lock()
+	for _, b := range bindings {
+		if !slices.Contains(m.acls, b) {
+			m.acls = append(m.acls, b)
+		}
+	}
+	m.mu.Unlock()
+	m.notifyACLs()
+	return nil
+}
+
+// DeleteACLs removes the bindings.
+func (m *Memory) DeleteACLs(_ context.Context, bindings []acl.Binding) error {
+	m.mu.Lock()
+	m.acls = slices.DeleteFunc(m.acls, func(b acl.Binding) bool { return slices.Contains(bindings, b) })
+	m.mu.Unlock()
+	m.notifyACLs()
+	return nil
+}
+
+// SetSuperuserRoles stands in for pg_roles.rolsuper in tests.
+func (m *Memory) SetSuperuserRoles(roles ...string) {
+	m.mu.Lock()
+	m.superRoles = roles
+	m.mu.Unlock()
+	m.notifyACLs()
+}
+
+func (m *Memory) notifyACLs() {
+	select {
+	case m.aclsChanged <- struct{}{}:
+	default:
+	}
 }

@@ -1,0 +1,82 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/tests/harness"
+)
+
+// TestACLGrantInSQLReachesClients: with the authorizer on, an ACL granted
+// in SQL reaches a connected Kafka client within a second (NOTIFY), and
+// revoking it takes it away again. Clients are User:ANONYMOUS until the
+// SASL listener lands.
+func TestACLGrantInSQLReachesClients(t *testing.T) {
+	c := harness.Start(t, "kafgres.authorizer = on")
+	c.CreateTopic(t, "acl-visible", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	topicError := func() error {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("acl-visible")
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err := topicError(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("before the grant: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	c.Exec(t, `SELECT kafgres_acl_grant('User:ANONYMOUS', 'describe', 'topic', 'acl-visible')`)
+	start := time.Now()
+	harness.Eventually(t, 5*time.Second, topicError)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("grant took %v to reach the client, want within a second", d)
+	}
+	c.Exec(t, `SELECT kafgres_acl_revoke('User:ANONYMOUS', 'describe', 'topic', 'acl-visible')`)
+	harness.Eventually(t, 5*time.Second, func() error {
+		if err := topicError(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			return fmt.Errorf("after the revoke: %v", err)
+		}
+		return nil
+	})
+}
+
+// TestACLSQLProduceRefused: kafgres_produce needs WRITE on the topic for
+// User:<current_user>, and is refused with insufficient_privilege inside
+// the caller's transaction.
+func TestACLSQLProduceRefused(t *testing.T) {
+	c := harness.Start(t, "kafgres.authorizer = on")
+	c.CreateTopic(t, "acl-sql", 1)
+	c.Exec(t, `CREATE ROLE acl_app LOGIN`)
+	c.Exec(t, `GRANT EXECUTE ON FUNCTION kafgres_produce(text, text, text, jsonb, int) TO acl_app`)
+	conn := c.Conn(t)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `SET ROLE acl_app`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := conn.Exec(ctx, `SELECT kafgres_produce('acl-sql', 'k', 'v')`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Fatalf("produce without WRITE: %v, want insufficient_privilege", err)
+	}
+	c.Exec(t, `SELECT kafgres_acl_grant('User:acl_app', 'write', 'topic', 'acl-sql')`)
+	if _, err := conn.Exec(ctx, `SELECT kafgres_produce('acl-sql', 'k', 'v')`); err != nil {
+		t.Fatalf("produce with WRITE: %v", err)
+	}
+}
