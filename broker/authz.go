@@ -8,7 +8,7 @@ package broker
 // dispatcher; per-item checks (topics, groups, transactional ids) are made
 // by the handlers through allowed and allowedNames, because where a denied
 // item goes in the response is each API's own shape
-// (/work/notes/kafka-authz-table.md, docs/security.md "Authorization").
+// (docs/kafka-authorization.md, docs/security.md "Authorization").
 
 import (
 	"context"
