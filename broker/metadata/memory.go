@@ -26,6 +26,7 @@ type Memory struct {
 	quotas     map[string]Quota // by entity and key
 	producerID int64
 	logEnds    map[TopicPartition]LogEnd
+	roles      map[string]MemoryRole // SetRole
 
 	// changed has a value when a change has not been seen by
 	// WatchCatalog yet: Postgres's NOTIFY kafgres_topics.
