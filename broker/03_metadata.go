@@ -3,7 +3,9 @@ package broker
 // Metadata: v0-13
 //
 // Behavior:
-//   - one broker (node 1), controller and leader of every partition, ISR {1}
+//   - one broker (node 1) at the advertised endpoint of the listener the
+//     client connected through (Kafka answers with the same listener
+//     name's endpoints), controller and leader of every partition, ISR {1}
 //   - no topics requested (null, or empty at v0) lists every topic
 //   - an unknown topic is created when kafgres.auto_create_topics is on and
 //     the request allows it (always below v4), with the default partition
@@ -39,8 +41,8 @@ import (
 
 func handleMetadata(ctx context.Context, b *Broker, cc *conn, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	host := b.cfg.AdvertisedHost
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: b.cfg.AdvertisedPort}}
+	host, port := b.endpoint(cc)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
 	resp.ClusterID = &b.clusterID
 	resp.ControllerID = b.cfg.NodeID
 	withOps := req.Version >= 8 && req.IncludeTopicAuthorizedOperations

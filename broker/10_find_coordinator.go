@@ -4,7 +4,8 @@ package broker
 //
 // Behavior:
 //   - kafgres is one broker, so it coordinates every group and every
-//     transactional id: node 1 at the advertised host and port. Nothing is
+//     transactional id: node 1 at the advertised endpoint of the listener
+//     the client connected through. Nothing is
 //     created by asking (as in Kafka, whose coordinator for an unknown
 //     transactional id is simply the leader of its partition).
 //   - share-group keys (type 2) get INVALID_REQUEST: share groups are not
@@ -26,6 +27,7 @@ import (
 
 func handleFindCoordinator(_ context.Context, b *Broker, cc *conn, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	host, port := b.endpoint(cc)
 	if req.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
@@ -35,7 +37,7 @@ func handleFindCoordinator(_ context.Context, b *Broker, cc *conn, req *kmsg.Fin
 			} else if err := coordinatorKeyError(req.CoordinatorType); err != nil {
 				c.NodeID, c.ErrorCode = -1, err.Code
 			} else {
-				c.NodeID, c.Host, c.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
+				c.NodeID, c.Host, c.Port = b.cfg.NodeID, host, port
 			}
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
@@ -54,7 +56,7 @@ func handleFindCoordinator(_ context.Context, b *Broker, cc *conn, req *kmsg.Fin
 		resp.ErrorMessage = &msg
 		return resp, nil
 	}
-	resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
+	resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, host, port
 	none := "NONE" // Kafka sends Errors.NONE.message()
 	resp.ErrorMessage = &none
 	return resp, nil

@@ -3,7 +3,8 @@ package broker
 // DescribeCluster: v0-2
 //
 // Behavior:
-//   - one broker (node 1, the advertised address), which is also the
+//   - one broker (node 1, the advertised endpoint of the client's
+//     listener), which is also the
 //     controller; the cluster id is derived from the Postgres system
 //     identifier (catalog.go)
 //   - cluster authorized operations, when asked: every cluster operation,
@@ -40,7 +41,8 @@ func handleDescribeCluster(_ context.Context, b *Broker, cc *conn, req *kmsg.Des
 	resp.ClusterID = b.clusterID
 	resp.ControllerID = b.cfg.NodeID
 	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID, br.Host, br.Port = b.cfg.NodeID, b.cfg.AdvertisedHost, b.cfg.AdvertisedPort
+	host, port := b.endpoint(cc)
+	br.NodeID, br.Host, br.Port = b.cfg.NodeID, host, port
 	resp.Brokers = append(resp.Brokers, br)
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = 0 // DESCRIBE on the cluster denied

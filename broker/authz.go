@@ -38,10 +38,24 @@ var anonymous = acl.Principal{Type: acl.UserType, Name: "ANONYMOUS"}
 // who is a Postgres superuser (a super user) changes without one.
 const aclRefreshEvery = 5 * time.Second
 
-// authorizerEnabled resolves c.Authorizer. "auto" is on when a listener
-// authenticates clients; kafgres has no such listener yet, so auto is off
-// (outputplugin/kafgres.c resolves it the same way for the SQL side).
-func (c *Config) authorizerEnabled() bool { return c.Authorizer == AuthorizerOn }
+// authorizerEnabled resolves c.Authorizer. "auto" is on when a listener is
+// not PLAINTEXT: only then can clients be told apart (on a PLAINTEXT-only
+// broker every client is User:ANONYMOUS). outputplugin/kafgres.c resolves
+// it the same way for the SQL side.
+func (c *Config) authorizerEnabled() bool {
+	switch c.Authorizer {
+	case AuthorizerOn:
+		return true
+	case AuthorizerOff:
+		return false
+	}
+	for _, l := range c.Listeners {
+		if l.Protocol != Plaintext {
+			return true
+		}
+	}
+	return false
+}
 
 func (c *Config) validateAuthorizer() error {
 	switch c.Authorizer {

@@ -19,6 +19,8 @@ import (
 	"github.com/kafgres/kafgres/broker/retry"
 	"github.com/kafgres/kafgres/broker/storage"
 	"github.com/kafgres/kafgres/security/acl"
+	"github.com/kafgres/kafgres/security/principal"
+	"github.com/kafgres/kafgres/security/tlsconf"
 )
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
@@ -55,6 +57,12 @@ type Broker struct {
 	reclaim      reclaimer
 	decoders     *decoders
 	acceptErrors atomic.Uint64 // transient Accept failures (EMFILE, ...)
+
+	// Listeners and authentication (listeners.go, auth.go).
+	listeners []*boundListener
+	tls       *tlsconf.Server // nil without TLS listeners
+	mapper    *principal.Mapper
+	sessions  *sessions
 
 	// fatal is closed with fatalErr set when the broker must stop (a failed
 	// fsync): continuing could acknowledge data the kernel dropped.
@@ -112,6 +120,9 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	b.frames.bigReleased = b.reclaim.bigFreed
 	b.reclaim.delay, b.reclaim.drop = time.Second, b.frames.dropBig
 	b.decoders = newDecoders(cfg.maxDecompressedBytes())
+	if err := b.bindListeners(); err != nil {
+		return nil, err
+	}
 	b.groups = coordinator.New(coordinator.Config{
 		InitialRebalanceDelay: max(cfg.GroupInitialRebalanceDelay, 0),
 		MinSessionTimeout:     cfg.GroupMinSessionTimeout,
@@ -163,9 +174,14 @@ func (b *Broker) groupTopics() []coordinator.Topic {
 	return out
 }
 
-// Serve accepts Kafka connections on ln until ctx ends (nil), the broker
-// hits a fatal error, or accepting fails for good; it returns the error.
-func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
+// Serve accepts Kafka connections until ctx ends (nil), the broker hits a
+// fatal error, or accepting fails for good on any listener; it returns the
+// error. lns are bound to the configured listeners, in order (a single one
+// for the default PLAINTEXT listener).
+func (b *Broker) Serve(ctx context.Context, lns ...net.Listener) error {
+	if len(lns) != len(b.listeners) {
+		return fmt.Errorf("serve: %d sockets for %d listeners", len(lns), len(b.listeners))
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -179,17 +195,49 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 	run(b.catalog.listen)
 	run(func(ctx context.Context) { b.authz.follow(ctx, b.meta) })
 	run(b.retain)
+	run(b.sessions.watchRoles)
 	run(func(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-b.fatal:
 		}
 		cancel()
-		ln.Close()
+		for _, ln := range lns {
+			ln.Close()
+		}
 	})
 
 	var conns sync.WaitGroup
-	err := acceptLoop(ctx, ln, acceptRetry(), b.log, &b.acceptErrors, func(nc net.Conn) {
+	errs := make(chan error, len(lns))
+	for i, ln := range lns {
+		go func() {
+			err := b.accept(ctx, ln, b.listeners[i], &conns)
+			cancel() // one listener failing for good stops the broker
+			errs <- err
+		}()
+	}
+	var err error
+	for range lns {
+		err = errors.Join(err, <-errs)
+	}
+	cancel()
+	conns.Wait()
+	wg.Wait()
+	b.reclaim.stop()
+	if b.fatalErr != nil {
+		return b.fatalErr
+	}
+	return err
+}
+
+// accept runs the accept loop of one listener: every connection it admits
+// is served as a connection of that listener.
+func (b *Broker) accept(ctx context.Context, ln net.Listener, l *boundListener, conns *sync.WaitGroup) error {
+	log := b.log
+	if len(b.listeners) > 1 {
+		log = log.With("listener", l.Name)
+	}
+	return acceptLoop(ctx, ln, acceptRetry(), log, &b.acceptErrors, func(nc net.Conn) {
 		ip := remoteIP(nc)
 		maxTotal, maxPerIP := b.brokerConfigs().ConnectionLimits()
 		if !b.conns.admit(ip, maxTotal, maxPerIP) {
@@ -201,17 +249,9 @@ func (b *Broker) Serve(ctx context.Context, ln net.Listener) error {
 		go func() {
 			defer conns.Done()
 			defer b.conns.release(ip)
-			b.serveConn(ctx, nc)
+			b.serveConn(ctx, nc, l)
 		}()
 	})
-	cancel()
-	conns.Wait()
-	wg.Wait()
-	b.reclaim.stop()
-	if b.fatalErr != nil {
-		return b.fatalErr
-	}
-	return err
 }
 
 // acceptRetry is how accepting is retried after a transient failure:

@@ -7,8 +7,8 @@ package broker
 import (
 	"log/slog"
 	"math"
-	"net"
 	"strconv"
+	"strings"
 
 	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/kafgres/kafgres/broker/kconfig"
@@ -33,14 +33,17 @@ func newBrokerConfigs(cfg Config, node, cluster map[string]string) *kconfig.Conf
 // staticBrokerConfigs is kafgres's start-up configuration as the
 // server.properties of an equivalent single-node Kafka would hold it.
 func staticBrokerConfigs(cfg Config) map[string]string {
+	if len(cfg.Listeners) == 0 {
+		cfg.setDefaults()
+	}
 	id := strconv.Itoa(int(cfg.NodeID))
 	delay := max(cfg.GroupInitialRebalanceDelay, 0)
 	m := map[string]string{
 		"node.id":                                  id,
 		"broker.id":                                id,
 		"process.roles":                            "broker,controller",
-		"listeners":                                "PLAINTEXT://" + cfg.ListenAddr,
-		"advertised.listeners":                     "PLAINTEXT://" + net.JoinHostPort(cfg.AdvertisedHost, strconv.Itoa(int(cfg.AdvertisedPort))),
+		"listeners":                                listenersConfig(cfg.Listeners, Listener.String),
+		"advertised.listeners":                     listenersConfig(cfg.Listeners, Listener.Advertised),
 		"log.dirs":                                 cfg.DataDir,
 		"num.partitions":                           strconv.Itoa(int(cfg.DefaultPartition)),
 		"auto.create.topics.enable":                strconv.FormatBool(cfg.AutoCreateTopics),
@@ -60,6 +63,9 @@ func staticBrokerConfigs(cfg Config) map[string]string {
 		"group.min.session.timeout.ms": strconv.FormatInt(cfg.GroupMinSessionTimeout.Milliseconds(), 10),
 		"group.max.session.timeout.ms": strconv.FormatInt(cfg.GroupMaxSessionTimeout.Milliseconds(), 10),
 		"group.max.size":               strconv.Itoa(min(cfg.GroupMaxSize, math.MaxInt32)),
+	}
+	for k, v := range securityConfigs(cfg) {
+		differs[k] = v
 	}
 	for k, v := range differs {
 		if def, _ := kconfig.BrokerDefault(k); v != "0" && v != def {
@@ -112,4 +118,38 @@ func (b *Broker) logLevel() *slog.LevelVar {
 		return new(slog.LevelVar)
 	}
 	return b.cfg.LogLevel
+}
+
+// securityConfigs are the listener security settings in Kafka's keys,
+// for the listeners that use them.
+func securityConfigs(cfg Config) map[string]string {
+	m := map[string]string{}
+	var protoMap []string
+	for _, l := range cfg.Listeners {
+		if l.Protocol.SASL() {
+			m["sasl.enabled.mechanisms"] = strings.Join(cfg.SASLMechanisms, ",")
+			m["connections.max.reauth.ms"] = strconv.FormatInt(cfg.ConnectionsMaxReauth.Milliseconds(), 10)
+		}
+		if l.Protocol == SSL {
+			m["ssl.client.auth"] = cfg.TLS.ClientAuth.String()
+			m["ssl.principal.mapping.rules"] = cfg.PrincipalMappingRules
+		}
+		if l.Name != string(l.Protocol) {
+			protoMap = append(protoMap, l.Name+":"+string(l.Protocol))
+		}
+	}
+	if len(protoMap) > 0 {
+		m["listener.security.protocol.map"] = strings.Join(protoMap, ",")
+	}
+	return m
+}
+
+// listenersConfig spells listeners as Kafka's listeners and
+// advertised.listeners settings do.
+func listenersConfig(ls []Listener, spell func(Listener) string) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = spell(l)
+	}
+	return strings.Join(parts, ",")
 }

@@ -5,7 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"time"
+
+	"github.com/kafgres/kafgres/security/principal"
+	"github.com/kafgres/kafgres/security/sasl"
+	"github.com/kafgres/kafgres/security/tlsconf"
 )
 
 // Config is everything the broker is told at start. The supervisor builds it
@@ -61,6 +66,38 @@ type Config struct {
 	Authorizer                string
 	SuperUsers                string
 	AllowEveryoneIfNoACLFound bool
+	// Listeners are Kafka's listeners with their advertised endpoints.
+	// Empty: one PLAINTEXT listener on ListenAddr, advertised as
+	// AdvertisedHost:AdvertisedPort (the --listen flags of old).
+	Listeners []Listener
+	// AllowPlaintextRemote (kafgres.allow_plaintext_remote) lets a
+	// PLAINTEXT listener bind an address other machines can reach.
+	AllowPlaintextRemote bool
+	// TLS is the certificate, key and CA files of SSL and SASL_SSL
+	// listeners, ssl.client.auth (SSL listeners) and the lowest version.
+	TLS tlsconf.Files
+	// TLSHandshakeTimeout bounds a new connection's TLS handshake.
+	TLSHandshakeTimeout time.Duration
+	// SASLMechanisms is sasl.enabled.mechanisms. Empty: SCRAM-SHA-256 and
+	// PLAIN; PLAIN is never offered on SASL_PLAINTEXT (it would send the
+	// password in clear).
+	SASLMechanisms []string
+	// ClientRole (kafgres.client_role), when set, is the Postgres role a
+	// SASL user must be a member of.
+	ClientRole string
+	// ConnectionsMaxReauth is connections.max.reauth.ms: zero, Kafka's
+	// default, lets sessions last until the role expires.
+	ConnectionsMaxReauth time.Duration
+	// PrincipalMappingRules is ssl.principal.mapping.rules (default
+	// DEFAULT): a client certificate's subject to a user name.
+	PrincipalMappingRules string
+	// FailedAuthDelay is connection.failed.authentication.delay.ms: how long
+	// a connection is kept after a failed authentication is answered.
+	FailedAuthDelay time.Duration
+	// RoleCheckInterval is how often the roles of authenticated sessions
+	// are checked again: a dropped, NOLOGIN or expired role's connections
+	// are closed within it.
+	RoleCheckInterval time.Duration
 
 	// LogLevel, when set, is the level of the logger the broker was given;
 	// IncrementalAlterConfigs on the BROKER_LOGGER "root" changes it.
@@ -120,6 +157,25 @@ func (c *Config) setDefaults() {
 	if c.GroupMaxSize == 0 {
 		c.GroupMaxSize = math.MaxInt32 // Kafka's default: no limit
 	}
+	if len(c.Listeners) == 0 && c.ListenAddr != "" {
+		c.Listeners = []Listener{{Name: string(Plaintext), Protocol: Plaintext, Addr: c.ListenAddr,
+			AdvertisedHost: c.AdvertisedHost, AdvertisedPort: c.AdvertisedPort}}
+	}
+	if len(c.SASLMechanisms) == 0 {
+		c.SASLMechanisms = sasl.Supported()
+	}
+	if c.PrincipalMappingRules == "" {
+		c.PrincipalMappingRules = principal.DefaultRules
+	}
+	if c.TLSHandshakeTimeout == 0 {
+		c.TLSHandshakeTimeout = 10 * time.Second
+	}
+	if c.FailedAuthDelay == 0 {
+		c.FailedAuthDelay = 100 * time.Millisecond // Kafka's connection.failed.authentication.delay.ms
+	}
+	if c.RoleCheckInterval == 0 {
+		c.RoleCheckInterval = 5 * time.Second
+	}
 	if c.LogLevel == nil {
 		c.LogLevel = new(slog.LevelVar) // changes then only affect what Kafka clients are told
 	}
@@ -127,8 +183,30 @@ func (c *Config) setDefaults() {
 
 func (c *Config) validate() error {
 	var errs []error
-	if c.ListenAddr == "" {
-		errs = append(errs, errors.New("listen address is empty"))
+	if len(c.Listeners) == 0 {
+		errs = append(errs, errors.New("no listener: listen address is empty"))
+	}
+	for _, l := range c.Listeners {
+		if l.AdvertisedPort <= 0 || l.AdvertisedPort > 65535 {
+			errs = append(errs, fmt.Errorf("listener %s: advertised port %d out of range", l, l.AdvertisedPort))
+		}
+		if _, _, err := net.SplitHostPort(l.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("listener %s: %w", l, err))
+		}
+		if l.Protocol.SASL() {
+			if _, err := listenerMechanisms(c.SASLMechanisms, l.Protocol); err != nil {
+				errs = append(errs, fmt.Errorf("listener %s: %w", l, err))
+			}
+		}
+	}
+	if err := checkPlaintextRemote(c.Listeners, c.AllowPlaintextRemote); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := principal.ParseRules(c.PrincipalMappingRules); err != nil {
+		errs = append(errs, fmt.Errorf("ssl.principal.mapping.rules: %w", err))
+	}
+	if c.ConnectionsMaxReauth < 0 {
+		errs = append(errs, errors.New("connections.max.reauth.ms must not be negative"))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data directory is empty"))
@@ -138,9 +216,6 @@ func (c *Config) validate() error {
 	}
 	if err := c.validateAuthorizer(); err != nil {
 		errs = append(errs, err)
-	}
-	if c.AdvertisedPort <= 0 || c.AdvertisedPort > 65535 {
-		errs = append(errs, fmt.Errorf("advertised port %d out of range", c.AdvertisedPort))
 	}
 	if c.MaxRequestBytes < 8 {
 		errs = append(errs, fmt.Errorf("socket.request.max.bytes %d must be at least 8", c.MaxRequestBytes))

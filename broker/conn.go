@@ -40,11 +40,17 @@ type conn struct {
 	log      *slog.Logger
 	clientID string
 
-	// principal is who the client authenticated as (User:ANONYMOUS until
-	// then, and on listeners that do not authenticate); host its address
-	// as Kafka prints it (acl.HostAddress). ACLs are matched against both.
+	// listener is the listener the client connected through; principal
+	// is who the client is (User:ANONYMOUS until it authenticates, and on
+	// listeners that do not authenticate; a client certificate's mapped
+	// subject; the SASL role), host its address as Kafka prints it
+	// (acl.HostAddress), both matched by ACLs; sasl the SASL state on a
+	// SASL listener (sasl_conn.go). Only the connection's reading
+	// goroutine, which runs the handlers, touches them.
+	listener  *boundListener
 	principal acl.Principal
 	host      string
+	sasl      *saslSession
 
 	// wait is set by a handler whose response must not be written before
 	// the channel closes; the dispatcher moves it onto the response.
@@ -63,6 +69,15 @@ type response struct {
 	correlation int32
 	resp        kmsg.Response
 	wait        <-chan struct{}
+
+	// token, with isToken set, is a SASL token after a v0 handshake: a
+	// bare size-prefixed frame, no Kafka header.
+	token   []byte
+	isToken bool
+	// closeAfter ends the connection once this response (if any) is
+	// written and Config.FailedAuthDelay has passed, as Kafka closes
+	// after a failed authentication.
+	closeAfter bool
 }
 
 // errFrame is returned for frames that cannot be a Kafka request; the
@@ -315,37 +330,55 @@ func appendResponse(dst []byte, correlation int32, resp kmsg.Response) []byte {
 	return dst
 }
 
-// serveConn runs one connection until the peer goes away, a frame is
-// malformed, or ctx ends.
-func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
+// serveConn runs one connection of listener l until the peer goes away, a
+// frame is malformed, or ctx ends.
+func (b *Broker) serveConn(ctx context.Context, nc net.Conn, l *boundListener) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cc := &conn{nc: nc, log: b.log.With("remote", nc.RemoteAddr().String()), principal: anonymous, host: hostOf(nc)}
+	cc := &conn{nc: nc, log: b.log.With("remote", nc.RemoteAddr().String()), listener: l, principal: anonymous, host: hostOf(nc)}
+	if len(b.listeners) > 1 {
+		cc.log = cc.log.With("listener", l.Name)
+	}
+	if l.tls != nil {
+		tc, p, err := b.startTLS(ctx, nc, l)
+		if err != nil {
+			cc.log.Info("closing connection", "err", err)
+			nc.Close()
+			return
+		}
+		cc.nc, cc.principal = tc, p
+	}
+	if l.Protocol.SASL() {
+		cc.sasl = &saslSession{mechs: l.mechs}
+		defer b.sessions.remove(cc)
+	}
 
 	out := make(chan response, maxInFlight)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
 		defer cancel()
-		if err := cc.writeResponses(ctx, out, b.cfg.ConnectionsMaxIdle); err != nil && ctx.Err() == nil {
+		if err := cc.writeResponses(ctx, out, b.cfg.ConnectionsMaxIdle, b.cfg.FailedAuthDelay); err != nil && ctx.Err() == nil {
 			cc.log.Debug("write failed", "err", err)
 		}
 	}()
 	go func() { // unblock reads when the broker shuts down
 		<-ctx.Done()
-		nc.Close()
+		cc.nc.Close()
 	}()
 
 	err := b.readRequests(ctx, cc, out)
 	close(out)
 	<-writerDone
-	nc.Close()
+	cc.nc.Close()
 	switch {
 	case err == nil || ctx.Err() != nil || errors.Is(err, io.EOF):
 	case errors.Is(err, errIdle):
 		cc.log.Debug("closing idle connection", "client_id", cc.clientID, "idle", b.cfg.ConnectionsMaxIdle)
+	case errors.Is(err, errAuthClose):
+		cc.log.Debug("closing connection after failed authentication", "client_id", cc.clientID)
 	default:
-		cc.log.Info("closing connection", "client_id", cc.clientID, "err", err)
+		cc.log.Info("closing connection", "client_id", cc.clientID, "principal", cc.principal, "err", err)
 	}
 }
 
@@ -374,7 +407,7 @@ func (b *Broker) readRequests(ctx context.Context, cc *conn, out chan<- response
 		if err != nil {
 			return err
 		}
-		if r.resp == nil { // acks=0 produce: Kafka sends nothing back
+		if r.resp == nil && !r.isToken && !r.closeAfter { // acks=0 produce: Kafka sends nothing back
 			continue
 		}
 		select {
@@ -382,12 +415,18 @@ func (b *Broker) readRequests(ctx context.Context, cc *conn, out chan<- response
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if r.closeAfter {
+			return errAuthClose
+		}
 	}
 }
 
 // serveFrame reads the n-byte body of a frame whose size was just read and
 // handles the request.
 func (b *Broker) serveFrame(ctx context.Context, cc *conn, r io.Reader, n int) (response, error) {
+	if cc.sasl != nil && cc.sasl.state != saslComplete && n > saslMaxReceiveSize {
+		return response{}, fmt.Errorf("%w: %d-byte frame before authentication (sasl.server.max.receive.size %d)", errFrame, n, saslMaxReceiveSize)
+	}
 	if err := b.frameBudget.acquire(ctx, int64(n)); err != nil {
 		return response{}, err
 	}
@@ -402,6 +441,11 @@ func (b *Broker) serveFrame(ctx context.Context, cc *conn, r io.Reader, n int) (
 			return response{}, fmt.Errorf("frame of %d bytes not received within %v: %w", n, b.cfg.RequestReadTimeout, err)
 		}
 		return response{}, err
+	}
+	if cc.sasl != nil {
+		if r, handled, err := b.saslFrame(ctx, cc, frame); handled || err != nil {
+			return r, err
+		}
 	}
 	req, err := parseRequest(frame, b.apis)
 	if err != nil {
@@ -440,8 +484,9 @@ func (b *Broker) dispatch(ctx context.Context, cc *conn, req request) (resp kmsg
 }
 
 // writeResponses writes responses in order. A peer that reads nothing for
-// idle (connections.max.idle.ms) while a response waits is dropped.
-func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle time.Duration) error {
+// idle (connections.max.idle.ms) while a response waits is dropped. After
+// a response that closes the connection it waits closeDelay and returns.
+func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, closeDelay time.Duration) error {
 	bw := bufio.NewWriterSize(cc.nc, 64<<10)
 	var buf []byte
 	for r := range in {
@@ -455,9 +500,27 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle tim
 		if err := cc.nc.SetWriteDeadline(time.Now().Add(idle)); err != nil {
 			return err
 		}
-		buf = appendResponse(buf[:0], r.correlation, r.resp)
+		switch {
+		case r.isToken:
+			buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(r.token)))
+			buf = append(buf, r.token...)
+		case r.resp != nil:
+			buf = appendResponse(buf[:0], r.correlation, r.resp)
+		default:
+			buf = buf[:0]
+		}
 		if _, err := bw.Write(buf); err != nil {
 			return err
+		}
+		if r.closeAfter {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			select {
+			case <-time.After(closeDelay):
+			case <-ctx.Done():
+			}
+			return nil
 		}
 		if cap(buf) > maxKeptResponseBuffer {
 			buf = nil // one large response must not pin its buffer for the connection's life

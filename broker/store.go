@@ -23,6 +23,11 @@ type metadataStore interface {
 	// The log-end mirror: SQL's view of the log, written behind it.
 	MirrorDelivered(ctx context.Context, lsn uint64) error
 	MirrorLogEnds(ctx context.Context, ends []metadata.LogEnd) error
+	// RoleCredentials reads the Postgres roles SASL clients log in as
+	// (kafgres.role_credential): verifier, LOGIN, VALID UNTIL and
+	// membership in clientRole ("" for none). A role that does not exist
+	// is missing from the map.
+	RoleCredentials(ctx context.Context, names []string, clientRole string) (map[string]metadata.RoleCredential, error)
 	Close()
 }
 

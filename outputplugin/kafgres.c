@@ -60,17 +60,71 @@ static const struct config_enum_entry authorizer_options[] = {
 };
 
 /*
+ * Is the security protocol of listener name (len bytes) other than
+ * PLAINTEXT?  A name is its own protocol unless
+ * kafgres.listener_security_protocol_map maps it (NAME:PROTOCOL,...).
+ */
+static bool
+listener_authenticates(const char *name, size_t len)
+{
+	const char *proto = name;
+	size_t		proto_len = len;
+	const char *m = kafgres_listener_security_protocol_map;
+
+	while (m != NULL && *m != '\0')
+	{
+		size_t		item = strcspn(m, ",");
+		const char *colon = memchr(m, ':', item);
+
+		while (*m == ' ')
+			m++, item--;
+		if (colon != NULL && (size_t) (colon - m) == len &&
+			pg_strncasecmp(m, name, len) == 0)
+		{
+			proto = colon + 1;
+			proto_len = item - (colon + 1 - m);
+			break;
+		}
+		m += item;
+		if (*m == ',')
+			m++;
+	}
+	while (proto_len > 0 && proto[proto_len - 1] == ' ')
+		proto_len--;
+	return !(proto_len == strlen("PLAINTEXT") &&
+			 pg_strncasecmp(proto, "PLAINTEXT", proto_len) == 0);
+}
+
+/*
  * Whether ACLs are enforced, in the broker and on the SQL side alike.
- * "auto" is on when a listener authenticates its clients (Kafka needs an
- * authorizer only then: on a PLAINTEXT-only broker every client is
- * User:ANONYMOUS).  kafgres has no authenticating listener yet, so auto is
- * off; the listeners work resolves it here and in the broker's
- * Config.AuthorizerEnabled.
+ * "auto" is on when a listener is not PLAINTEXT (Kafka needs an authorizer
+ * only when clients can be told apart: on a PLAINTEXT-only broker every
+ * client is User:ANONYMOUS).  The broker's Config.authorizerEnabled
+ * resolves it the same way.
  */
 bool
 kafgres_authorizer_enabled(void)
 {
-	return kafgres_authorizer == KAFGRES_AUTHORIZER_ON;
+	const char *l = kafgres_listeners;
+
+	if (kafgres_authorizer != KAFGRES_AUTHORIZER_AUTO)
+		return kafgres_authorizer == KAFGRES_AUTHORIZER_ON;
+	while (l != NULL && *l != '\0')
+	{
+		size_t		item = strcspn(l, ",");
+		const char *sep;
+
+		while (*l == ' ' && item > 0)
+			l++, item--;
+		sep = item >= 3 ? strstr(l, "://") : NULL;
+		if (sep != NULL && sep < l + item &&
+			listener_authenticates(l, sep - l))
+			return true;
+		l += item;
+		if (*l == ',')
+			l++;
+	}
+	return false;
 }
 
 PG_FUNCTION_INFO_V1(kafgres_acl_enabled);
@@ -81,6 +135,32 @@ kafgres_acl_enabled(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_BOOL(kafgres_authorizer_enabled());
 }
+char	   *kafgres_listeners = NULL;
+char	   *kafgres_advertised_listeners = NULL;
+char	   *kafgres_listener_security_protocol_map = NULL;
+bool		kafgres_allow_plaintext_remote = false;
+char	   *kafgres_ssl_cert_file = NULL;
+char	   *kafgres_ssl_key_file = NULL;
+char	   *kafgres_ssl_ca_file = NULL;
+int			kafgres_ssl_client_auth = KAFGRES_CLIENT_AUTH_NONE;
+int			kafgres_ssl_min_protocol_version = KAFGRES_TLS_1_2;
+char	   *kafgres_ssl_principal_mapping_rules = NULL;
+char	   *kafgres_sasl_enabled_mechanisms = NULL;
+char	   *kafgres_client_role = NULL;
+int			kafgres_connections_max_reauth = 0;
+
+static const struct config_enum_entry client_auth_options[] = {
+	{"none", KAFGRES_CLIENT_AUTH_NONE, false},
+	{"requested", KAFGRES_CLIENT_AUTH_REQUESTED, false},
+	{"required", KAFGRES_CLIENT_AUTH_REQUIRED, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry tls_version_options[] = {
+	{"TLSv1.2", KAFGRES_TLS_1_2, false},
+	{"TLSv1.3", KAFGRES_TLS_1_3, false},
+	{NULL, 0, false}
+};
 
 void
 _PG_init(void)
@@ -153,7 +233,7 @@ _PG_init(void)
 							   "Empty means kafgres-broker in PostgreSQL's bin directory.",
 							   &kafgres_broker_path,
 							   "",
-							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   PGC_SIGHUP, 0,
 							   NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("kafgres.auto_create_topics",
@@ -255,6 +335,118 @@ _PG_init(void)
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 
+	/*
+	 * Listeners and authentication (docs/security.md).  Like the rest they
+	 * are PGC_SIGHUP: a change restarts the broker; a reload that changes
+	 * none of them is forwarded to the broker, which reads the certificate
+	 * files again.
+	 */
+	DefineCustomStringVariable("kafgres.listeners",
+							   "Kafka listeners, as Kafka's listeners setting spells them.",
+							   "NAME://host:port,... with NAME one of PLAINTEXT, SSL, SASL_PLAINTEXT, "
+							   "SASL_SSL (or a name in kafgres.listener_security_protocol_map). "
+							   "Empty: one PLAINTEXT listener on kafgres.listen_address and kafgres.port.",
+							   &kafgres_listeners,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.advertised_listeners",
+							   "Endpoints given to clients, per listener name (Kafka's advertised.listeners).",
+							   "Empty, or a listener left out: the listener's own address, a wildcard "
+							   "host replaced by this machine's name.",
+							   &kafgres_advertised_listeners,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.listener_security_protocol_map",
+							   "Security protocol of custom listener names (Kafka's listener.security.protocol.map).",
+							   "NAME:PROTOCOL,...",
+							   &kafgres_listener_security_protocol_map,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("kafgres.allow_plaintext_remote",
+							 "Allows a PLAINTEXT listener, which authenticates nobody, on a non-loopback address.",
+							 NULL,
+							 &kafgres_allow_plaintext_remote,
+							 false,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.ssl_cert_file",
+							   "PEM certificate of the broker's SSL and SASL_SSL listeners.",
+							   "Empty: PostgreSQL's ssl_cert_file when ssl is on. Relative to the data directory.",
+							   &kafgres_ssl_cert_file,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.ssl_key_file",
+							   "PEM private key of the broker's SSL and SASL_SSL listeners.",
+							   "Empty: PostgreSQL's ssl_key_file when ssl is on. Relative to the data directory.",
+							   &kafgres_ssl_key_file,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.ssl_ca_file",
+							   "PEM certificate authorities that Kafka client certificates must chain to.",
+							   "Empty: PostgreSQL's ssl_ca_file when ssl is on. Relative to the data directory.",
+							   &kafgres_ssl_ca_file,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("kafgres.ssl_client_auth",
+							 "Whether SSL listeners ask Kafka clients for a certificate (Kafka's ssl.client.auth).",
+							 "With required, the principal is the certificate's subject.",
+							 &kafgres_ssl_client_auth,
+							 KAFGRES_CLIENT_AUTH_NONE, client_auth_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("kafgres.ssl_min_protocol_version",
+							 "Lowest TLS version the broker accepts.",
+							 NULL,
+							 &kafgres_ssl_min_protocol_version,
+							 KAFGRES_TLS_1_2, tls_version_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.ssl_principal_mapping_rules",
+							   "Client certificate subject to Kafka user name (Kafka's ssl.principal.mapping.rules).",
+							   NULL,
+							   &kafgres_ssl_principal_mapping_rules,
+							   "DEFAULT",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.sasl_enabled_mechanisms",
+							   "SASL mechanisms of SASL listeners (Kafka's sasl.enabled.mechanisms).",
+							   "SCRAM-SHA-256 and PLAIN; PLAIN is offered on SASL_SSL listeners only.",
+							   &kafgres_sasl_enabled_mechanisms,
+							   "SCRAM-SHA-256,PLAIN",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.client_role",
+							   "Role that Kafka SASL users must be members of.",
+							   "Empty: any role that can log in.",
+							   &kafgres_client_role,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.connections_max_reauth",
+							"Longest SASL session before the client must re-authenticate (Kafka's connections.max.reauth.ms).",
+							"0: sessions last until the role's VALID UNTIL, if any.",
+							&kafgres_connections_max_reauth,
+							0, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("kafgres");
 
 	/* in every backend that loads the library: DROP EXTENSION's check */

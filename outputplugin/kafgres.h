@@ -28,6 +28,33 @@ extern bool kafgres_fsync;
 extern int	kafgres_max_message_bytes;
 extern int	kafgres_log_retention_check_interval;
 extern int	kafgres_mapping_render_timeout;
+extern char *kafgres_listeners;
+extern char *kafgres_advertised_listeners;
+extern char *kafgres_listener_security_protocol_map;
+extern bool kafgres_allow_plaintext_remote;
+extern char *kafgres_ssl_cert_file;
+extern char *kafgres_ssl_key_file;
+extern char *kafgres_ssl_ca_file;
+extern int	kafgres_ssl_client_auth;
+extern int	kafgres_ssl_min_protocol_version;
+extern char *kafgres_ssl_principal_mapping_rules;
+extern char *kafgres_sasl_enabled_mechanisms;
+extern char *kafgres_client_role;
+extern int	kafgres_connections_max_reauth;
+
+/* kafgres.ssl_client_auth and kafgres.ssl_min_protocol_version values */
+typedef enum
+{
+	KAFGRES_CLIENT_AUTH_NONE,
+	KAFGRES_CLIENT_AUTH_REQUESTED,
+	KAFGRES_CLIENT_AUTH_REQUIRED
+} KafgresClientAuth;
+
+typedef enum
+{
+	KAFGRES_TLS_1_2,
+	KAFGRES_TLS_1_3
+} KafgresTLSVersion;
 
 /* kafgres.authorizer */
 enum

@@ -71,6 +71,15 @@ static char missing_path_logged[MAXPGPATH] = "";
 static BrokerCommand *build_broker_command(void);
 static void free_broker_command(BrokerCommand *cmd);
 static bool broker_commands_equal(BrokerCommand *a, BrokerCommand *b);
+static void append_security_args(List **args);
+
+/*
+ * PostgreSQL's own TLS files (declared in libpq/libpq.h, which cannot be
+ * included without GSSAPI's headers).
+ */
+extern PGDLLIMPORT char *ssl_cert_file;
+extern PGDLLIMPORT char *ssl_key_file;
+extern PGDLLIMPORT char *ssl_ca_file;
 static bool start_broker(BrokerCommand *cmd);
 static void exec_broker(char **argv, int read_fd) pg_attribute_noreturn();
 static void stop_broker(void);
@@ -163,6 +172,11 @@ kafgres_supervisor_main(Datum main_arg)
 					stop_broker();
 				}
 				next_start = 0;
+			}
+			else if (broker_pid != 0)
+			{
+				/* same command: let it read its certificate files again */
+				kill(broker_pid, SIGHUP);
 			}
 			free_broker_command(cmd);
 			cmd = newcmd;
@@ -348,6 +362,7 @@ build_broker_command(void)
 								  kafgres_super_users ? kafgres_super_users : ""));
 	args = lappend(args, psprintf("--allow-everyone-if-no-acl-found=%s",
 								  kafgres_allow_everyone_if_no_acl_found ? "true" : "false"));
+	append_security_args(&args);
 	args = lappend(args, psprintf("--liveness-fd=%d", LIVENESS_FD));
 
 	cmd->argc = list_length(args);
@@ -358,6 +373,68 @@ build_broker_command(void)
 
 	MemoryContextSwitchTo(oldcxt);
 	return cmd;
+}
+
+/*
+ * A TLS file setting of kafgres, or else PostgreSQL's own when its ssl is
+ * on, made absolute the way PostgreSQL resolves it (relative to the data
+ * directory, its working directory).  NULL when neither is set.
+ */
+static char *
+tls_file(const char *own, const char *postgres)
+{
+	const char *f = own;
+	char		path[MAXPGPATH];
+
+	if (f == NULL || f[0] == '\0')
+		f = EnableSSL ? postgres : NULL;
+	if (f == NULL || f[0] == '\0')
+		return NULL;
+	if (is_absolute_path(f))
+		strlcpy(path, f, MAXPGPATH);
+	else
+		join_path_components(path, DataDir, f);
+	canonicalize_path(path);
+	return pstrdup(path);
+}
+
+/*
+ * The listener and authentication flags.  Without kafgres.listeners the
+ * broker runs the one PLAINTEXT listener of --listen, as before.
+ */
+static void
+append_security_args(List **args)
+{
+	static const char *const client_auth[] = {"none", "requested", "required"};
+	static const char *const tls_version[] = {"TLSv1.2", "TLSv1.3"};
+	char	   *f;
+
+	if (kafgres_listeners && kafgres_listeners[0] != '\0')
+	{
+		*args = lappend(*args, psprintf("--listeners=%s", kafgres_listeners));
+		if (kafgres_advertised_listeners && kafgres_advertised_listeners[0] != '\0')
+			*args = lappend(*args, psprintf("--advertised-listeners=%s", kafgres_advertised_listeners));
+		if (kafgres_listener_security_protocol_map && kafgres_listener_security_protocol_map[0] != '\0')
+			*args = lappend(*args, psprintf("--listener-security-protocol-map=%s",
+											kafgres_listener_security_protocol_map));
+	}
+	*args = lappend(*args, psprintf("--allow-plaintext-remote=%s",
+									kafgres_allow_plaintext_remote ? "true" : "false"));
+	if ((f = tls_file(kafgres_ssl_cert_file, ssl_cert_file)) != NULL)
+		*args = lappend(*args, psprintf("--ssl-cert-file=%s", f));
+	if ((f = tls_file(kafgres_ssl_key_file, ssl_key_file)) != NULL)
+		*args = lappend(*args, psprintf("--ssl-key-file=%s", f));
+	if ((f = tls_file(kafgres_ssl_ca_file, ssl_ca_file)) != NULL)
+		*args = lappend(*args, psprintf("--ssl-ca-file=%s", f));
+	*args = lappend(*args, psprintf("--ssl-client-auth=%s", client_auth[kafgres_ssl_client_auth]));
+	*args = lappend(*args, psprintf("--ssl-min-protocol-version=%s",
+									tls_version[kafgres_ssl_min_protocol_version]));
+	*args = lappend(*args, psprintf("--ssl-principal-mapping-rules=%s",
+									kafgres_ssl_principal_mapping_rules ? kafgres_ssl_principal_mapping_rules : "DEFAULT"));
+	*args = lappend(*args, psprintf("--sasl-enabled-mechanisms=%s",
+									kafgres_sasl_enabled_mechanisms ? kafgres_sasl_enabled_mechanisms : ""));
+	*args = lappend(*args, psprintf("--client-role=%s", kafgres_client_role ? kafgres_client_role : ""));
+	*args = lappend(*args, psprintf("--connections-max-reauth=%dms", kafgres_connections_max_reauth));
 }
 
 static void

@@ -34,6 +34,7 @@ type Memory struct {
 
 	// aclsChanged: Postgres's NOTIFY kafgres_acls.
 	aclsChanged chan struct{}
+	roles       map[string]MemoryRole // SetRole
 
 	// changed has a value when a change has not been seen by
 	// WatchCatalog yet: Postgres's NOTIFY kafgres_topics.

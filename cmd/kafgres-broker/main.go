@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/kafgres/kafgres/decoder"
 	"github.com/kafgres/kafgres/mappings"
 	"github.com/kafgres/kafgres/producer"
+	"github.com/kafgres/kafgres/security/tlsconf"
 )
 
 func main() {
@@ -43,6 +45,12 @@ func run() error {
 		groupDelay time.Duration
 		renderTime time.Duration
 		level      slog.Level
+		listeners  string
+		advertised string
+		protoMap   string
+		clientAuth string
+		minTLS     string
+		mechanisms string
 	)
 	flag.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:9092", "host:port of the Kafka listener")
 	flag.StringVar(&cfg.AdvertisedHost, "advertised-host", "", "host given to clients in Metadata (default: listen host)")
@@ -66,6 +74,19 @@ func run() error {
 	flag.StringVar(&cfg.Authorizer, "authorizer", broker.AuthorizerAuto, "enforce Kafka ACLs: auto (when a listener authenticates clients), on or off (kafgres.authorizer)")
 	flag.StringVar(&cfg.SuperUsers, "super-users", "", "principals allowed everything, ';'-separated, e.g. User:admin (Kafka's super.users; Postgres superusers are super users too)")
 	flag.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", false, "allow everyone to use a resource no ACL applies to (Kafka's allow.everyone.if.no.acl.found)")
+	flag.StringVar(&listeners, "listeners", "", "Kafka's listeners: NAME://host:port,... with NAME a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or a name in --listener-security-protocol-map; replaces --listen and --advertised-*")
+	flag.StringVar(&advertised, "advertised-listeners", "", "Kafka's advertised.listeners: NAME://host:port per listener name (default: the listener's own address, a wildcard host replaced by this machine's name)")
+	flag.StringVar(&protoMap, "listener-security-protocol-map", "", "Kafka's listener.security.protocol.map: NAME:PROTOCOL,... for listener names that are not protocols")
+	flag.BoolVar(&cfg.AllowPlaintextRemote, "allow-plaintext-remote", false, "allow a PLAINTEXT listener on a non-loopback address (kafgres.allow_plaintext_remote)")
+	flag.StringVar(&cfg.TLS.CertFile, "ssl-cert-file", "", "PEM certificate (chain) of SSL and SASL_SSL listeners")
+	flag.StringVar(&cfg.TLS.KeyFile, "ssl-key-file", "", "PEM private key of SSL and SASL_SSL listeners")
+	flag.StringVar(&cfg.TLS.CAFile, "ssl-ca-file", "", "PEM CAs that client certificates must chain to")
+	flag.StringVar(&clientAuth, "ssl-client-auth", "none", "Kafka's ssl.client.auth on SSL listeners: none, requested or required")
+	flag.StringVar(&minTLS, "ssl-min-protocol-version", "TLSv1.2", "lowest TLS version accepted: TLSv1.2 or TLSv1.3")
+	flag.StringVar(&cfg.PrincipalMappingRules, "ssl-principal-mapping-rules", "DEFAULT", "Kafka's ssl.principal.mapping.rules: client certificate subject to user name")
+	flag.StringVar(&mechanisms, "sasl-enabled-mechanisms", "SCRAM-SHA-256,PLAIN", "Kafka's sasl.enabled.mechanisms (PLAIN is offered on SASL_SSL only)")
+	flag.StringVar(&cfg.ClientRole, "client-role", "", "Postgres role SASL users must be members of (kafgres.client_role)")
+	flag.DurationVar(&cfg.ConnectionsMaxReauth, "connections-max-reauth", 0, "Kafka's connections.max.reauth.ms: longest SASL session before the client must re-authenticate; 0 for none")
 	flag.IntVar(&liveFD, "liveness-fd", -1, "exit when this inherited fd reaches EOF (set by the supervisor)")
 	flag.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	flag.Parse()
@@ -75,19 +96,21 @@ func run() error {
 	cfg.LogLevel = new(slog.LevelVar)
 	cfg.LogLevel.Set(level)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	host, port, err := net.SplitHostPort(cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("--listen %q: %w", cfg.ListenAddr, err)
+	if err := listenerConfig(&cfg, listeners, advertised, protoMap, advPort); err != nil {
+		return err
 	}
-	if cfg.AdvertisedHost == "" {
-		cfg.AdvertisedHost = advertisable(host)
+	var err error
+	if cfg.TLS.ClientAuth, err = tlsconf.ParseClientAuth(clientAuth); err != nil {
+		return fmt.Errorf("--ssl-client-auth: %w", err)
 	}
-	if advPort == 0 {
-		if advPort, err = strconv.Atoi(port); err != nil {
-			return fmt.Errorf("--listen port %q: %w", port, err)
+	if cfg.TLS.MinVersion, err = tlsconf.ParseMinVersion(minTLS); err != nil {
+		return fmt.Errorf("--ssl-min-protocol-version: %w", err)
+	}
+	for _, m := range strings.Split(mechanisms, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.SASLMechanisms = append(cfg.SASLMechanisms, m)
 		}
 	}
-	cfg.AdvertisedPort = int32(advPort)
 	cfg.DefaultPartition = int32(partitions)
 	cfg.GroupInitialRebalanceDelay = groupDelay
 	if groupDelay == 0 {
@@ -96,6 +119,11 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Caught from the start: SIGHUP's default action would end the broker
+	// while it waits for Postgres.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if addr := os.Getenv("KAFGRES_PPROF_ADDR"); addr != "" {
 		servePprof(ctx, addr, log)
 	}
@@ -111,11 +139,19 @@ func run() error {
 	if err := b.WritePIDFile(); err != nil {
 		return err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	var lns []net.Listener
+	for _, l := range b.Listeners() {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", l.Addr)
+		if err != nil {
+			for _, o := range lns {
+				o.Close()
+			}
+			return fmt.Errorf("listen on %s: %w", l, err)
+		}
+		lns = append(lns, ln)
+		log.Info("serving Kafka", "listener", l.String(), "advertised", l.Advertised(), "data_dir", cfg.DataDir, "fsync", cfg.Fsync)
 	}
-	log.Info("serving Kafka", "listen", cfg.ListenAddr, "advertised", net.JoinHostPort(cfg.AdvertisedHost, strconv.Itoa(advPort)), "data_dir", cfg.DataDir, "fsync", cfg.Fsync)
+	reloadOnHangup(ctx, hup, b, log)
 
 	// SQL produce and CDC: the slot's stream, appended exactly once.
 	pctx, stopProducer := context.WithCancel(ctx)
@@ -153,7 +189,7 @@ func run() error {
 			log.Error("SQL produce stopped", "err", err)
 		}
 	}()
-	err = b.Serve(ctx, ln)
+	err = b.Serve(ctx, lns...)
 	stopProducer()
 	<-produced
 	if err == nil && ctx.Err() != nil {
@@ -162,15 +198,51 @@ func run() error {
 	return err
 }
 
-// advertisable turns a wildcard listen host into one a client can dial.
-func advertisable(host string) string {
-	if host != "" && host != "0.0.0.0" && host != "::" {
-		return host
+// listenerConfig fills cfg's listeners from --listeners and friends, or,
+// without them, one PLAINTEXT listener from --listen and --advertised-*.
+func listenerConfig(cfg *broker.Config, listeners, advertised, protoMap string, advPort int) error {
+	if listeners != "" {
+		ls, err := broker.ParseListeners(listeners, advertised, protoMap)
+		if err != nil {
+			return err
+		}
+		cfg.Listeners = ls
+		return nil
 	}
-	if h, err := os.Hostname(); err == nil {
-		return h
+	host, port, err := net.SplitHostPort(cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", cfg.ListenAddr, err)
 	}
-	return "localhost"
+	if cfg.AdvertisedHost == "" {
+		cfg.AdvertisedHost = broker.Advertisable(host)
+	}
+	if advPort == 0 {
+		if advPort, err = strconv.Atoi(port); err != nil {
+			return fmt.Errorf("--listen port %q: %w", port, err)
+		}
+	}
+	cfg.AdvertisedPort = int32(advPort)
+	return nil
+}
+
+// reloadOnHangup reads the TLS files again on SIGHUP: the supervisor
+// forwards Postgres's reload to the broker, so renewed certificates are
+// picked up without dropping connections.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, b *broker.Broker, log *slog.Logger) {
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := b.ReloadTLS(); err != nil {
+					log.Error("reloading TLS files; keeping the previous ones", "err", err)
+				} else {
+					log.Info("reloaded TLS files")
+				}
+			}
+		}
+	}()
 }
 
 var errSupervisorGone = errors.New("supervisor gone (liveness pipe closed)")

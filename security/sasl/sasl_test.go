@@ -396,3 +396,44 @@ func TestMechanisms(t *testing.T) {
 		t.Errorf("Supported() = %v", got)
 	}
 }
+
+// TestScramLibrdkafkaNonce: librdkafka (2.0.2, Debian 12's) sends its own
+// nonce in front of the combined nonce in the client-final message; Kafka
+// checks only that the nonce ends with the server's, and the proof covers
+// the message as sent.
+func TestScramLibrdkafkaNonce(t *testing.T) {
+	hm := func(key []byte, s string) []byte {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(s))
+		return m.Sum(nil)
+	}
+	v, err := ParseVerifier(pgVerifiers[0].verifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	salted, _ := pbkdf2.Key(sha256.New, pgVerifiers[0].password, v.Salt, v.Iterations, 32)
+	clientKey := hm(salted, "Client Key")
+	for _, prefix := range []string{"abc", ""} {
+		ex := start(t, ScramSHA256, false)
+		first, err := ex.Step(context.Background(), []byte("n,,n=x,r=abc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nonce, _, _ := strings.Cut(strings.TrimPrefix(string(first), "r="), ",")
+		withoutProof := "c=biws,r=" + prefix + nonce
+		stored := sha256.Sum256(clientKey)
+		authMsg := "n=x,r=abc," + string(first) + "," + withoutProof
+		sig := hm(stored[:], authMsg)
+		proof := make([]byte, len(sig))
+		for i := range sig {
+			proof[i] = clientKey[i] ^ sig[i]
+		}
+		final, err := ex.Step(context.Background(), []byte(withoutProof+",p="+base64.StdEncoding.EncodeToString(proof)))
+		if err != nil || !ex.Done() {
+			t.Fatalf("nonce prefix %q: %v", prefix, err)
+		}
+		if want := "v=" + base64.StdEncoding.EncodeToString(hm(hm(salted, "Server Key"), authMsg)); string(final) != want {
+			t.Fatalf("server-final %q, want %q", final, want)
+		}
+	}
+}

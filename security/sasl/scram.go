@@ -2,6 +2,10 @@ package sasl
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"fmt"
 	"strings"
 
@@ -15,8 +19,12 @@ const minScramIterations = 4096
 
 // scramExchange is SCRAM-SHA-256 (RFC 5802/7677) as Kafka's ScramSaslServer
 // runs it. Messages are first held to Kafka's grammar (ScramMessages), so
-// what Kafka refuses is refused, then handed to xdg-go/scram's server
-// conversation, which does the cryptography.
+// what Kafka refuses is refused. xdg-go/scram's server conversation makes
+// the server-first message; the client proof is checked here, as Kafka
+// checks it: the final nonce need only end with the server's, since
+// librdkafka (2.0 at least) sends the client nonce in front of the
+// combined one, and the AuthMessage is built from the final message as
+// sent.
 //
 // Like Kafka, and unlike Postgres, an unknown user fails at the first
 // message (Kafka runs no mock exchange); every failure but one carries
@@ -26,6 +34,12 @@ type scramExchange struct {
 	state     scramState
 	conv      *scram.ServerConversation
 	principal string
+
+	// What the client-final message is checked against.
+	gs2        string // the gs2 header, which c= must carry
+	nonce      string // the combined nonce of the server-first message
+	authPrefix string // client-first-message-bare "," server-first-message
+	verifier   *Verifier
 }
 
 type scramState int
@@ -116,6 +130,9 @@ func (s *scramExchange) clientFirst(ctx context.Context, token []byte) ([]byte, 
 	if err != nil {
 		return nil, s.fail(fmt.Errorf("%w: %w", ErrMalformed, err))
 	}
+	nonce, _, _ := strings.Cut(strings.TrimPrefix(out, "r="), ",")
+	s.gs2, s.nonce, s.authPrefix, s.verifier = m.gs2, nonce, m.bare+","+out, v
+	s.conv = nil
 	s.principal = m.username
 	s.state = awaitClientFinal
 	return []byte(out), nil
@@ -125,16 +142,34 @@ func (s *scramExchange) clientFinal(token []byte) ([]byte, error) {
 	if err := checkClientFinal(token); err != nil {
 		return nil, s.fail(err)
 	}
-	out, err := s.conv.Step(string(token))
-	if err != nil || !s.conv.Valid() {
-		if out == scram.ErrInvalidProof {
-			return nil, s.fail(ErrBadCredentials)
-		}
-		return nil, s.fail(fmt.Errorf("%w: %w", ErrMalformed, err))
+	msg := string(token)
+	fields := strings.Split(msg, ",")
+	if cb, _ := base64.StdEncoding.DecodeString(fields[0][len("c="):]); string(cb) != s.gs2 {
+		return nil, s.fail(fmt.Errorf("%w: channel binding is not the gs2 header", ErrMalformed))
 	}
-	s.conv = nil
+	if !strings.HasSuffix(fields[1][len("r="):], s.nonce) {
+		return nil, s.fail(fmt.Errorf("%w: invalid client nonce in the final client message", ErrMalformed))
+	}
+	proof, _ := base64.StdEncoding.DecodeString(fields[len(fields)-1][len("p="):])
+	if len(proof) != keyLen {
+		return nil, s.fail(fmt.Errorf("%w: client proof of %d bytes", ErrMalformed, len(proof)))
+	}
+	authMsg := []byte(s.authPrefix + "," + msg[:strings.LastIndex(msg, ",")])
+	clientKey := hmacSHA256(s.verifier.StoredKey[:], authMsg)
+	for i := range clientKey {
+		clientKey[i] ^= proof[i]
+	}
+	if stored := sha256.Sum256(clientKey); subtle.ConstantTimeCompare(stored[:], s.verifier.StoredKey[:]) != 1 {
+		return nil, s.fail(ErrBadCredentials)
+	}
 	s.state = scramDone
-	return []byte(out), nil
+	return []byte("v=" + base64.StdEncoding.EncodeToString(hmacSHA256(s.verifier.ServerKey[:], authMsg))), nil
+}
+
+func hmacSHA256(key, msg []byte) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write(msg)
+	return mac.Sum(nil)
 }
 
 // clientFirst is a client-first-message Kafka's grammar accepts:
@@ -147,6 +182,8 @@ type clientFirst struct {
 	username   string // saslname with =2C and =3D undone
 	tokenAuth  bool   // extension tokenauth=true (the last one wins, as in Kafka's map)
 	forLibrary string // the message without Kafka's ignored m= part
+	gs2        string // gs2 header as forLibrary has it
+	bare       string // client-first-message-bare
 }
 
 func parseClientFirst(token []byte) (clientFirst, error) {
@@ -218,6 +255,7 @@ func parseClientFirst(token []byte) (clientFirst, error) {
 		gs2 = "n,a=" + m.authzid + ","
 	}
 	m.forLibrary = gs2 + bare
+	m.gs2, m.bare = gs2, bare
 	return m, nil
 }
 

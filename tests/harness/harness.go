@@ -60,6 +60,16 @@ func FreePort(t testing.TB) int {
 // installed one, for trying a change without installing it.
 func Start(t testing.TB, extraConf ...string) *Cluster {
 	t.Helper()
+	return StartWith(t, func(*Cluster) []string { return extraConf })
+}
+
+// StartWith is Start with settings that depend on the cluster's ports
+// (kafgres.listeners): conf is called with Dir, PGPort and KafkaPort set.
+// pgcluster.sh waits for KafkaPort on 127.0.0.1, so a listener must be
+// there.
+func StartWith(t testing.TB, conf func(c *Cluster) []string) *Cluster {
+	t.Helper()
+	var extraConf []string
 	if p := os.Getenv("KAFGRES_BROKER_PATH"); p != "" {
 		extraConf = append(extraConf, "kafgres.broker_path = '"+p+"'")
 	}
@@ -67,7 +77,8 @@ func Start(t testing.TB, extraConf ...string) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Dir: dir, PGPort: FreePort(t), KafkaPort: FreePort(t), conf: strings.Join(extraConf, "\n")}
+	c := &Cluster{Dir: dir, PGPort: FreePort(t), KafkaPort: FreePort(t)}
+	c.conf = strings.Join(append(conf(c), extraConf...), "\n")
 	c.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.KafkaPort))
 	t.Cleanup(func() {
 		c.script(t, "stop")
