@@ -118,7 +118,11 @@ func TestGroupChurn(t *testing.T) {
 	c.CreateTopic(t, topic, partitions)
 
 	// the producer: one record every few ms, round robin over partitions
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// A buffered record waits for delivery whatever ProduceSync's context
+	// says; the delivery timeout makes a dead cluster fail the test
+	// rather than hang it.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordDeliveryTimeout(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
