@@ -204,18 +204,11 @@ func (s *sessions) remove(cc *conn) {
 // ends. A failed check (Postgres unreachable) closes nothing: it is
 // logged and tried again at the next tick.
 func (s *sessions) watchRoles(ctx context.Context) {
-	t := time.NewTicker(s.b.cfg.RoleCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, s.b.cfg.RoleCheckInterval, func(time.Time) {
 		if err := s.check(ctx); err != nil && ctx.Err() == nil {
 			s.b.log.Warn("checking the roles of authenticated connections", "err", err)
 		}
-	}
+	})
 }
 
 // check closes the connections whose role may not log in now: one query

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -116,21 +117,18 @@ func (z *authz) follow(ctx context.Context, meta aclStore) {
 	if !z.enabled {
 		return
 	}
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		t := time.NewTicker(aclRefreshEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := z.load(ctx, meta); err != nil && ctx.Err() == nil {
-					z.log.Warn("reloading ACLs", "err", err)
-				}
+		defer wg.Done()
+		every(ctx, aclRefreshEvery, func(time.Time) {
+			if err := z.load(ctx, meta); err != nil && ctx.Err() == nil {
+				z.log.Warn("reloading ACLs", "err", err)
 			}
-		}
+		})
 	}()
 	meta.WatchACLs(ctx, func(ctx context.Context) error { return z.load(ctx, meta) })
+	wg.Wait()
 }
 
 // current is the authorizer in force, nil when authorization is off.

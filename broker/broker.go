@@ -230,6 +230,21 @@ func (b *Broker) Serve(ctx context.Context, lns ...net.Listener) error {
 	return err
 }
 
+// every calls f with the time each period until ctx ends: the broker's
+// periodic chores (retention, role checks, the ACL refresh).
+func every(ctx context.Context, period time.Duration, f func(now time.Time)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			f(now)
+		}
+	}
+}
+
 // accept runs the accept loop of one listener: every connection it admits
 // is served as a connection of that listener.
 func (b *Broker) accept(ctx context.Context, ln net.Listener, l *boundListener, conns *sync.WaitGroup) error {

@@ -13,16 +13,7 @@ import (
 // every RetentionCheckInterval, as Kafka's log cleaner thread does for
 // cleanup.policy=delete.
 func (b *Broker) retain(ctx context.Context) {
-	t := time.NewTicker(b.cfg.RetentionCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			b.applyRetention(now)
-		}
-	}
+	every(ctx, b.cfg.RetentionCheckInterval, b.applyRetention)
 }
 
 func (b *Broker) applyRetention(now time.Time) {
