@@ -3,7 +3,9 @@
 #   make deps     install missing Debian packages (as root) and Go modules
 #   make build    build kafgres.so and bin/kafgres-broker
 #   make install  install both into the PostgreSQL installation
-#   make run      build, install and start a cluster in $(KAFGRES_HOME)
+#   make run      build, install and start a cluster in $(KAFGRES_HOME): a
+#                 loopback PLAINTEXT listener on KAFKAPORT and a SASL_SSL one on
+#                 SASLPORT (tests/runsecurity.sh: certificate, role, ACLs, configs)
 #   make stop     stop that cluster
 #   make test     build, install and run the Go tests: the product module's unit
 #                 tests, then the tests module's (tests/go.mod: integration,
@@ -22,6 +24,8 @@ PG_CONFIG ?= pg_config
 KAFGRES_HOME ?= /var/lib/kafgres
 PGPORT ?= 5432
 KAFKAPORT ?= 9092
+# make run's SASL_SSL listener (tests/runsecurity.sh): the port after KAFKAPORT
+SASLPORT ?= $(shell echo $$(( $(KAFKAPORT) + 1 )))
 
 DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev strace
 
@@ -62,7 +66,9 @@ install: build
 	install -m 0755 bin/kafgres-broker "$$($(PG_CONFIG) --bindir)/kafgres-broker"
 
 run: deps build install
-	tests/pgcluster.sh start $(KAFGRES_HOME) $(PGPORT) $(KAFKAPORT)
+	KAFGRES_PG_CONF="$$(tests/runsecurity.sh conf $(KAFGRES_HOME) $(KAFKAPORT) $(SASLPORT))$${KAFGRES_PG_CONF:+$$'\n'$$KAFGRES_PG_CONF}" \
+		tests/pgcluster.sh start $(KAFGRES_HOME) $(PGPORT) $(KAFKAPORT)
+	tests/runsecurity.sh setup $(KAFGRES_HOME) $(KAFKAPORT) $(SASLPORT)
 	@echo
 	@echo "kafgres is running."
 	@echo "  SQL:    tests/pgcluster.sh psql $(KAFGRES_HOME)"
@@ -70,6 +76,8 @@ run: deps build install
 	@echo "  Kafka:  kcat -b 127.0.0.1:$(KAFKAPORT) -L"
 	@echo "          echo hello | kcat -b 127.0.0.1:$(KAFKAPORT) -P -t demo"
 	@echo "          kcat -b 127.0.0.1:$(KAFKAPORT) -C -t demo -e"
+	@echo "          kcat -F $(KAFGRES_HOME)/kcat.conf -L     (SASL_SSL, port $(SASLPORT))"
+	@echo "  Java:   kafka-topics.sh --bootstrap-server 127.0.0.1:$(SASLPORT) --command-config $(KAFGRES_HOME)/client.properties --list"
 	@echo "  Log:    $(KAFGRES_HOME)/postgres.log"
 	@echo "  Stop:   make stop"
 

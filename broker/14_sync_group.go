@@ -13,6 +13,10 @@ package broker
 //     FENCED_INSTANCE_ID, ILLEGAL_GENERATION as Heartbeat;
 //     INCONSISTENT_GROUP_PROTOCOL for a protocol type or name (v5) that is
 //     not the group's
+//   - READ on the group (the dispatcher, apis.go), else
+//     GROUP_AUTHORIZATION_FAILED with an empty assignment; v5+ without
+//     protocol type or name is INCONSISTENT_GROUP_PROTOCOL before that
+//     check, as Kafka's areMandatoryProtocolTypeAndNamePresent
 //
 // Version notes:
 //   - v1: throttle; v3: group instance id; v4: flexible; v5: protocol type
@@ -22,6 +26,7 @@ import (
 	"bytes"
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafgres/kafgres/broker/coordinator"
@@ -65,6 +70,16 @@ func deniedSyncGroup(r kmsg.Request, code int16, _ *string) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
 	resp.ErrorCode, resp.MemberAssignment = code, []byte{}
 	return resp
+}
+
+// syncGroupProtocolMissing: v5+ must carry the protocol type and name;
+// Kafka answers INCONSISTENT_GROUP_PROTOCOL before authorizing.
+func syncGroupProtocolMissing(r kmsg.Request) kmsg.Response {
+	req := r.(*kmsg.SyncGroupRequest)
+	if req.Version < 5 || req.ProtocolType != nil && req.Protocol != nil {
+		return nil
+	}
+	return deniedSyncGroup(req, kerr.InconsistentGroupProtocol.Code, nil)
 }
 
 func syncGroupID(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group }

@@ -16,6 +16,11 @@ package broker
 //     request, so one ACL can be listed under two filters, as in Kafka;
 //     the union is deleted from kafgres.acl in one transaction and the
 //     authorizer reloaded before the answer
+//   - more than 10,000 ACLs matched in all (Kafka's MAX_RECORDS_PER_USER_OP,
+//     counted as Kafka does: before each match, an ACL two filters match
+//     counted once but checked twice): nothing is deleted, every filter
+//     {INVALID_REQUEST, "Cannot remove more than 10000 acls in a single
+//     delete operation."}
 //
 // Version notes:
 //   - v2: flexible; v3: USER resources (nothing changes here)
@@ -23,7 +28,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -63,13 +67,20 @@ func handleDeleteACLs(ctx context.Context, b *Broker, cc *conn, req *kmsg.Delete
 	}
 	matched := make([][]acl.Binding, len(filters))
 	var doomed []acl.Binding
+	seen := make(map[acl.Binding]bool)
 	for i, f := range filters {
 		if refusals[i] != nil {
 			continue
 		}
 		matched[i] = a.Describe(f)
 		for _, bd := range matched[i] {
-			if !slices.Contains(doomed, bd) {
+			// Kafka checks the cap before each match is added, an ACL
+			// already matched by an earlier filter included.
+			if len(doomed) >= maxDeleteACLs {
+				return tooManyDeletedACLs(req), nil
+			}
+			if !seen[bd] {
+				seen[bd] = true
 				doomed = append(doomed, bd)
 			}
 		}
@@ -99,6 +110,18 @@ func handleDeleteACLs(ctx context.Context, b *Broker, cc *conn, req *kmsg.Delete
 		resp.Results = append(resp.Results, res)
 	}
 	return resp, nil
+}
+
+// maxDeleteACLs is Kafka's MAX_RECORDS_PER_USER_OP: the most ACLs one
+// DeleteAcls may remove.
+const maxDeleteACLs = 10000
+
+// tooManyDeletedACLs is Kafka's answer when the filters match more than
+// maxDeleteACLs: the whole request fails, every filter with
+// INVALID_REQUEST, and nothing is deleted (AclControlManager.deleteAcls).
+func tooManyDeletedACLs(req *kmsg.DeleteACLsRequest) kmsg.Response {
+	msg := fmt.Sprintf("Cannot remove more than %d acls in a single delete operation.", maxDeleteACLs)
+	return deniedDeleteACLs(req, kerr.InvalidRequest.Code, &msg)
 }
 
 // deniedDeleteACLs: every filter fails with the cluster error.

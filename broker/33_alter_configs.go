@@ -23,7 +23,10 @@ package broker
 //
 //   - ALTER_CONFIGS on the topic, group or cluster (broker), after the
 //     request's own checks: {TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED,
-//     the code's message}, in request order
+//     the code's message}, in request order; a BROKER resource's name and
+//     change are validated first (Kafka's broker-side preprocess), so an
+//     invalid change is refused as such even when the ALTER_CONFIGS would
+//     be denied
 //
 // Version notes:
 //   - v1: throttle; v2: flexible
@@ -88,20 +91,38 @@ func (b *Broker) alterConfigsResource(ctx context.Context, cc *conn, r kmsg.Alte
 		}
 		configs[c.Name] = *c.Value
 	}
+	var denied *apierr.Error
 	if r.ResourceType != kmsg.ConfigResourceTypeBrokerLogger {
-		if err := b.alterConfigsDenied(cc, r.ResourceType, r.ResourceName, true); err != nil {
-			return err
-		}
+		denied = b.alterConfigsDenied(cc, r.ResourceType, r.ResourceName, true)
 	}
 	switch r.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
+		if denied != nil {
+			return denied
+		}
 		return b.alterTopic(ctx, r.ResourceName, validateOnly, func(*kconfig.Configs, map[string]string) (map[string]string, *apierr.Error) {
 			return configs, nil
 		})
 	case kmsg.ConfigResourceTypeBroker:
-		return b.alterBroker(ctx, r.ResourceName, validateOnly, func(bc *kconfig.Configs, cluster bool) (*kconfig.BrokerAlter, *apierr.Error) {
-			return bc.LegacyBrokerAlter(cluster, r.Configs), nil
-		})
+		alter := func(validateOnly bool) *apierr.Error {
+			return b.alterBroker(ctx, r.ResourceName, validateOnly, func(bc *kconfig.Configs, cluster bool) (*kconfig.BrokerAlter, *apierr.Error) {
+				return bc.LegacyBrokerAlter(cluster, r.Configs), nil
+			})
+		}
+		if denied != nil {
+			// Kafka's broker validates the name and the change
+			// (ConfigAdminManager.preprocess) before the controller
+			// authorizes: a refused change is told even to a
+			// principal that may not make it.
+			if err := alter(true); err != nil {
+				return err
+			}
+			return denied
+		}
+		return alter(validateOnly)
+	}
+	if denied != nil {
+		return denied
 	}
 	return kconfig.UnknownResourceType(r.ResourceType)
 }

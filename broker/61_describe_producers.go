@@ -7,9 +7,12 @@ package broker
 //     id, epoch, last sequence and the max timestamp of its last batch;
 //     kafgres has no transactions, so coordinator epoch and transaction
 //     start offset are always -1
-//   - unknown topics get UNKNOWN_TOPIC_OR_PARTITION with Kafka's message,
-//     unknown partitions of a known topic the same code without one (as
-//     Kafka answers them)
+//   - per topic, in Kafka's order: an invalid name, every partition
+//     {INVALID_TOPIC_EXCEPTION, "Topic name is invalid: ..."}; not READ
+//     (not DESCRIBE) on the topic, {TOPIC_AUTHORIZATION_FAILED, "Topic
+//     authorization failed."}, existence hidden; unknown topics
+//     UNKNOWN_TOPIC_OR_PARTITION with Kafka's message, unknown partitions
+//     of a known topic the same code without one (as Kafka answers them)
 //
 // Version notes:
 //   - v0: flexible
@@ -19,20 +22,32 @@ import (
 	"sort"
 
 	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/topicname"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleDescribeProducers(ctx context.Context, b *Broker, _ *conn, req *kmsg.DescribeProducersRequest) (kmsg.Response, error) {
+func handleDescribeProducers(ctx context.Context, b *Broker, cc *conn, req *kmsg.DescribeProducersRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 	for _, in := range req.Topics {
 		rt := kmsg.NewDescribeProducersResponseTopic()
 		rt.Topic = in.Topic
-		t := b.catalog.lookup(ctx, in.Topic)
+		var topicErr *apierr.Error
+		var t *topic
+		switch {
+		case !topicname.Valid(in.Topic):
+			topicErr = apierr.New(kerr.InvalidTopicException, "Topic name is invalid: %s", topicname.Problem(in.Topic))
+		case !b.allowed(cc, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, in.Topic):
+			topicErr = errTopicAuthorization
+		default:
+			t = b.catalog.lookup(ctx, in.Topic)
+		}
 		for _, i := range in.Partitions {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = i
 			switch p := t.partition(i); {
+			case topicErr != nil:
+				rp.ErrorCode, rp.ErrorMessage = b.codeAndMessage("", topicErr)
 			case t == nil:
 				rp.ErrorCode, rp.ErrorMessage = b.codeAndMessage("", apierr.New(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition."))
 			case p == nil:

@@ -20,6 +20,15 @@ package broker
 //   - UNSUPPORTED_VERSION while group.version is finalized at 0
 //     (UpdateFeatures), as Kafka answers when the protocol is disabled
 //
+//   - READ on the group (the dispatcher, apis.go): GROUP_AUTHORIZATION_FAILED;
+//     then DESCRIBE on every subscribed topic name, before the request's
+//     validation as in Kafka: one denied makes the whole answer
+//     TOPIC_AUTHORIZATION_FAILED without a message, existence unchecked;
+//     the topics a regex matches are filtered to those the member's
+//     principal may DESCRIBE, silently (Kafka filters with the principal
+//     of the heartbeat that refreshed the group's regexes; here each
+//     member's own, kept from its latest heartbeat)
+//
 // Version notes:
 //   - v1: SubscribedTopicRegex; the client generates the member id
 
@@ -40,6 +49,19 @@ func handleConsumerGroupHeartbeat(_ context.Context, b *Broker, cc *conn, req *k
 	if b.features.level("group.version") < 1 { // disabled with UpdateFeatures
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 		return resp, nil
+	}
+	if len(req.SubscribedTopicNames) > 0 {
+		for _, ok := range b.allowedNames(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, req.SubscribedTopicNames) {
+			if !ok {
+				resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				return resp, nil
+			}
+		}
+	}
+	if b.authz.current() != nil {
+		hreq.MayDescribe = func(topic string) bool {
+			return b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, topic)
+		}
 	}
 	if err, msg := validateConsumerHeartbeat(req); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = err.Code, &msg

@@ -13,8 +13,11 @@ package broker
 //     without an authorizer; else the "not asked" sentinel MinInt32
 //
 //   - DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED, answered
-//     first; authorized operations from the ACLs (not yet: Kafka 4.2's
-//     check of the members' assigned topics)
+//     first; authorized operations from the ACLs; with an authorizer,
+//     DESCRIBE on every topic in a member's assignment or target
+//     assignment: a group holding one denied is replaced by {group,
+//     TOPIC_AUTHORIZATION_FAILED, "The group has described topic(s) that
+//     the client is not authorized to describe.", no members}, as Kafka 4.2
 //
 // Version notes:
 //   - v1: member type (1, consumer protocol; classic members are never
@@ -68,5 +71,42 @@ func handleConsumerGroupDescribe(_ context.Context, b *Broker, cc *conn, req *km
 		}
 		resp.Groups = append(resp.Groups, rg)
 	}
+	if b.authz.current() != nil {
+		hideUndescribableTopics(b, cc, resp)
+	}
 	return resp, nil
+}
+
+// hideUndescribableTopics replaces each group whose members hold a topic
+// cc may not DESCRIBE by Kafka's TOPIC_AUTHORIZATION_FAILED entry.
+func hideUndescribableTopics(b *Broker, cc *conn, resp *kmsg.ConsumerGroupDescribeResponse) {
+	topics := func(g *kmsg.ConsumerGroupDescribeResponseGroup) []string {
+		var names []string
+		for _, m := range g.Members {
+			for _, t := range m.Assignment.TopicPartitions {
+				names = append(names, t.Topic)
+			}
+			for _, t := range m.TargetAssignment.TopicPartitions {
+				names = append(names, t.Topic)
+			}
+		}
+		return names
+	}
+	var all []string
+	for i := range resp.Groups {
+		all = append(all, topics(&resp.Groups[i])...)
+	}
+	ok := b.allowedNames(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, all)
+	for i := range resp.Groups {
+		for _, t := range topics(&resp.Groups[i]) {
+			if !ok[t] {
+				rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+				rg.Group, rg.ErrorCode = resp.Groups[i].Group, kerr.TopicAuthorizationFailed.Code
+				rg.ErrorMessage = kmsg.StringPtr("The group has described topic(s) that the client is not authorized to describe.")
+				rg.AuthorizedOperations = math.MinInt32
+				resp.Groups[i] = rg
+				break
+			}
+		}
+	}
 }

@@ -23,6 +23,10 @@ type api struct {
 	// it. Per-item checks are the handler's (authz.go).
 	cluster  *clusterCheck
 	resource *resourceCheck
+	// precheck, if set, is a refusal Kafka answers before its
+	// authorization (SyncGroup's mandatory protocol fields): the answer,
+	// or nil to go on.
+	precheck func(req kmsg.Request) kmsg.Response
 }
 
 // serve adapts a typed handler to the table's signature.
@@ -52,7 +56,7 @@ func servedAPIs() apiTable {
 			resource: &resourceCheck{kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, heartbeatGroupID, deniedHeartbeat}},
 		{key: 13, min: 0, max: 5, handle: serve(handleLeaveGroup),
 			resource: &resourceCheck{kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, leaveGroupID, deniedLeaveGroup}},
-		{key: 14, min: 0, max: 5, handle: serve(handleSyncGroup),
+		{key: 14, min: 0, max: 5, handle: serve(handleSyncGroup), precheck: syncGroupProtocolMissing,
 			resource: &resourceCheck{kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, syncGroupID, deniedSyncGroup}},
 		{key: 15, min: 0, max: 6, handle: serve(handleDescribeGroups)},
 		{key: 16, min: 0, max: 5, handle: serve(handleListGroups)},
@@ -80,6 +84,8 @@ func servedAPIs() apiTable {
 			resource: &resourceCheck{kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, offsetDeleteGroupID, deniedOffsetDelete}},
 		{key: 48, min: 0, max: 1, handle: serve(handleDescribeClientQuotas), cluster: &clusterCheck{kmsg.ACLOperationDescribeConfigs, deniedDescribeClientQuotas}},
 		{key: 49, min: 0, max: 1, handle: serve(handleAlterClientQuotas), cluster: &clusterCheck{kmsg.ACLOperationAlterConfigs, deniedAlterClientQuotas}},
+		{key: 50, min: 0, max: 0, handle: serve(handleDescribeUserScramCredentials), cluster: &clusterCheck{kmsg.ACLOperationDescribe, deniedDescribeUserScramCredentials}},
+		{key: 51, min: 0, max: 0, handle: serve(handleAlterUserScramCredentials), cluster: &clusterCheck{kmsg.ACLOperationAlter, deniedAlterUserScramCredentials}},
 		{key: 57, min: 0, max: 2, handle: serve(handleUpdateFeatures), cluster: &clusterCheck{kmsg.ACLOperationAlter, deniedUpdateFeatures}},
 		{key: 60, min: 0, max: 2, handle: serve(handleDescribeCluster)},
 		{key: 61, min: 0, max: 0, handle: serve(handleDescribeProducers)},

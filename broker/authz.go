@@ -240,9 +240,15 @@ func deniedCode(rt kmsg.ACLResourceType) int16 {
 	return kerr.ClusterAuthorizationFailed.Code
 }
 
-// checkRequest applies the table's whole-request checks of a, returning
-// the denial to answer, or nil.
+// checkRequest applies the table's whole-request checks of a (its
+// precheck first, which Kafka answers before authorizing), returning the
+// refusal to answer, or nil.
 func (b *Broker) checkRequest(cc *conn, a api, req kmsg.Request) kmsg.Response {
+	if a.precheck != nil {
+		if resp := a.precheck(req); resp != nil {
+			return resp
+		}
+	}
 	if c := a.cluster; c != nil && !b.allowedCluster(cc, c.op) {
 		msg := clusterDeniedMessage(cc, c.op)
 		return c.denied(req, kerr.ClusterAuthorizationFailed.Code, &msg)

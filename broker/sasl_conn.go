@@ -22,7 +22,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -155,7 +154,7 @@ func (b *Broker) saslAuthenticateFrame(ctx context.Context, cc *conn, s *saslSes
 	cc.clientID = req.clientID
 	if req.key != 36 {
 		// That request's own error response, then the close.
-		return response{correlation: req.correlation, resp: errorResponse(req.body, 34), closeAfter: true}, nil
+		return response{correlation: req.correlation, resp: illegalSASLStateResponse(req.body), closeAfter: true}, nil
 	}
 	resp, closeAfter := b.saslAuthenticate(ctx, cc, s, req.body.(*kmsg.SASLAuthenticateRequest))
 	return response{correlation: req.correlation, resp: resp, closeAfter: closeAfter}, nil
@@ -218,17 +217,4 @@ func (b *Broker) sessionLifetime(s *saslSession, now time.Time) (time.Duration, 
 		}
 	}
 	return max(d, 0), ok
-}
-
-// errorResponse is req's response with code in its top-level error code,
-// as Kafka's getErrorResponse builds it for an exception; nil (close
-// without an answer) for the few responses that have none.
-func errorResponse(req kmsg.Request, code int16) kmsg.Response {
-	resp := req.ResponseKind()
-	f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode")
-	if !f.IsValid() || f.Kind() != reflect.Int16 || !f.CanSet() {
-		return nil
-	}
-	f.SetInt(int64(code))
-	return resp
 }

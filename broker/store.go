@@ -28,6 +28,13 @@ type metadataStore interface {
 	// membership in clientRole ("" for none). A role that does not exist
 	// is missing from the map.
 	RoleCredentials(ctx context.Context, names []string, clientRole string) (map[string]metadata.RoleCredential, error)
+	// ScramCredentials lists the SCRAM-SHA-256 credentials of the roles
+	// that are members of clientRole, by name (kafgres.scram_credentials);
+	// names nil: all of them.
+	ScramCredentials(ctx context.Context, names []string, clientRole string) ([]metadata.ScramCredential, error)
+	// AlterScramCredentials sets or deletes roles' verifiers for a
+	// principal from host, in one transaction (kafgres.scram_alter).
+	AlterScramCredentials(ctx context.Context, principal, host, clientRole string, changes []metadata.ScramAlter) ([]metadata.ScramOutcome, error)
 	Close()
 }
 

@@ -924,3 +924,118 @@ AS $$
 $$;
 COMMENT ON FUNCTION kafgres.role_credential(text[], text) IS 'SCRAM verifier, LOGIN, VALID UNTIL and client-role membership of roles Kafka clients authenticate as';
 REVOKE ALL ON FUNCTION kafgres.role_credential(text[], text) FROM PUBLIC;
+
+/* ---------------------------------------------------------------------
+ * SCRAM credentials through Kafka (DescribeUserScramCredentials,
+ * AlterUserScramCredentials; broker/50_*, 51_*)
+ * --------------------------------------------------------------------- */
+
+/*
+ * kafgres.scram_credentials(role_names, client_role): the roles with a
+ * SCRAM-SHA-256 verifier and its iteration count, as Kafka describes a
+ * user's credentials.  role_names NULL: every such role.  Only roles that
+ * are members of client_role (as kafgres.role_credential's is_member) are
+ * Kafka users.  SECURITY DEFINER to read pg_authid; it returns the
+ * iteration count, never the verifier.  Not granted to PUBLIC: the
+ * broker's role needs EXECUTE when it is not a superuser (docs/sql.md).
+ */
+CREATE FUNCTION kafgres.scram_credentials(role_names text[], client_role text)
+RETURNS TABLE (role_name text, iterations bigint)
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a.rolname::text,
+           pg_catalog.substring(a.rolpassword, '^SCRAM-SHA-256\$([0-9]{1,9}):')::bigint
+      FROM pg_catalog.pg_authid AS a
+     WHERE pg_catalog.substring(a.rolpassword, '^SCRAM-SHA-256\$([0-9]{1,9}):') IS NOT NULL
+       AND (role_names IS NULL OR a.rolname OPERATOR(pg_catalog.=) ANY (role_names::name[]))
+       AND (client_role IS NULL OR client_role OPERATOR(pg_catalog.=) ''
+            OR coalesce((SELECT pg_catalog.pg_has_role(a.oid, c.oid, 'MEMBER')
+                           FROM pg_catalog.pg_authid AS c
+                          WHERE c.rolname OPERATOR(pg_catalog.=) client_role::name), false))
+     ORDER BY 1
+$$;
+COMMENT ON FUNCTION kafgres.scram_credentials(text[], text) IS 'SCRAM-SHA-256 iteration counts of the roles Kafka clients authenticate as';
+REVOKE ALL ON FUNCTION kafgres.scram_credentials(text[], text) FROM PUBLIC;
+
+/*
+ * kafgres.scram_alter(principal, host, client_role, role_name, verifier):
+ * one AlterUserScramCredentials change.  verifier is a SCRAM-SHA-256
+ * secret the broker computed from the client's salted password (set with
+ * ALTER ROLE ... PASSWORD), or NULL to delete (ALTER ROLE ... PASSWORD
+ * NULL).  Returns what happened, for the broker to answer with Kafka's
+ * nearest error:
+ *
+ *   ok            done
+ *   denied        the authorizer is off, or principal (from host) may not
+ *                 ALTER the CLUSTER per kafgres.acl (super users may)
+ *   unknown       no such role, or it is not a member of client_role:
+ *                 Kafka creates users, kafgres does not create roles
+ *   no_login      the role exists without LOGIN (upsertion)
+ *   superuser     the role is a Postgres superuser and principal is not
+ *                 User:<a superuser role>
+ *   no_credential the role has no SCRAM-SHA-256 verifier (deletion)
+ *
+ * SECURITY DEFINER: ALTER ROLE ... PASSWORD needs CREATEROLE, which the
+ * broker's role need not have.  The broker checks the ACLs itself before
+ * calling; the check is repeated here so that the function does nothing
+ * for a principal the ACLs do not allow, whoever calls it.  Not granted to
+ * PUBLIC (any caller could name any principal): only the broker's role
+ * gets EXECUTE (docs/sql.md).
+ */
+CREATE FUNCTION kafgres.scram_alter(principal text, host text, client_role text, role_name text, verifier text)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_oid oid;
+    v_login boolean;
+    v_super boolean;
+    v_password text;
+BEGIN
+    IF NOT kafgres.acl_enabled()
+       OR NOT kafgres.acl_authorize(principal, host, 'ALTER', 'CLUSTER', 'kafka-cluster') THEN
+        RETURN 'denied';
+    END IF;
+    SELECT a.oid, a.rolcanlogin, a.rolsuper, a.rolpassword
+      INTO v_oid, v_login, v_super, v_password
+      FROM pg_catalog.pg_authid AS a
+     WHERE a.rolname OPERATOR(pg_catalog.=) role_name::name;
+    IF NOT FOUND THEN
+        RETURN 'unknown';
+    END IF;
+    IF client_role IS NOT NULL AND client_role OPERATOR(pg_catalog.<>) ''
+       AND NOT coalesce((SELECT pg_catalog.pg_has_role(v_oid, c.oid, 'MEMBER')
+                           FROM pg_catalog.pg_authid AS c
+                          WHERE c.rolname OPERATOR(pg_catalog.=) client_role::name), false) THEN
+        RETURN 'unknown';
+    END IF;
+    IF v_super AND NOT EXISTS (SELECT FROM pg_catalog.pg_authid AS s
+                                WHERE s.rolsuper
+                                  AND 'User:' OPERATOR(pg_catalog.||) s.rolname OPERATOR(pg_catalog.=) principal) THEN
+        RETURN 'superuser';
+    END IF;
+    IF verifier IS NULL THEN
+        IF pg_catalog.substring(v_password, '^SCRAM-SHA-256\$') IS NULL THEN
+            RETURN 'no_credential';
+        END IF;
+        EXECUTE pg_catalog.format('ALTER ROLE %I PASSWORD NULL', role_name);
+        RETURN 'ok';
+    END IF;
+    IF NOT v_login THEN
+        RETURN 'no_login';
+    END IF;
+    IF pg_catalog.substring(verifier, '^SCRAM-SHA-256\$[0-9]+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$') IS NULL THEN
+        RAISE EXCEPTION 'not a SCRAM-SHA-256 verifier' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE pg_catalog.format('ALTER ROLE %I PASSWORD %L', role_name, verifier);
+    RETURN 'ok';
+END;
+$$;
+COMMENT ON FUNCTION kafgres.scram_alter(text, text, text, text, text) IS 'set or remove the SCRAM-SHA-256 verifier of a Kafka user''s role, for a principal the ACLs let ALTER the cluster';
+REVOKE ALL ON FUNCTION kafgres.scram_alter(text, text, text, text, text) FROM PUBLIC;

@@ -146,10 +146,13 @@ type consumerMember struct {
 	clientHost       string
 	rebalanceTimeout time.Duration
 
-	topics   []string // subscribed names, sorted
-	regex    string   // subscribed regex as sent; "" for none
-	re       *regexp.Regexp
-	assignor string // ServerAssignor asked for; "" for the default
+	topics []string // subscribed names, sorted
+	regex  string   // subscribed regex as sent; "" for none
+	re     *regexp.Regexp
+	// mayDescribe filters what re matches to the topics the member's
+	// principal may DESCRIBE; nil without an authorizer.
+	mayDescribe func(topic string) bool
+	assignor    string // ServerAssignor asked for; "" for the default
 
 	epoch, prevEpoch int32
 	state            memberState
@@ -166,7 +169,7 @@ func (m *consumerMember) subscribes(name string) bool {
 	if _, ok := slices.BinarySearch(m.topics, name); ok {
 		return true
 	}
-	return m.re != nil && m.re.MatchString(name)
+	return m.re != nil && m.re.MatchString(name) && (m.mayDescribe == nil || m.mayDescribe(name))
 }
 
 type consumerGroup struct {
@@ -291,6 +294,10 @@ type ConsumerHeartbeatRequest struct {
 	*kmsg.ConsumerGroupHeartbeatRequest
 	ClientID, ClientHost string
 	Regex                *regexp.Regexp // compiled SubscribedTopicRegex (CompileSubscription)
+	// MayDescribe, when set, is whether the sender's principal may
+	// DESCRIBE a topic: regex matches are filtered by it, as Kafka's
+	// filterTopicDescribeAuthorizedTopics.
+	MayDescribe func(topic string) bool
 }
 
 // consumerSessionTimeout is how long a consumer-group member may go without
@@ -441,6 +448,7 @@ func (g *consumerGroup) join(req ConsumerHeartbeatRequest) *kerr.Error {
 		m.epoch, m.prevEpoch, m.state = inherit.epoch, inherit.prevEpoch, inherit.state
 		m.assigned, m.revoking, m.assignedAt = inherit.assigned, inherit.revoking, inherit.assignedAt
 		m.topics, m.regex, m.re, m.assignor = inherit.topics, inherit.regex, inherit.re, inherit.assignor
+		m.mayDescribe = req.MayDescribe
 		g.target[m.id] = g.target[inherit.id]
 		delete(g.target, inherit.id)
 		g.own(m)
@@ -456,6 +464,7 @@ func (g *consumerGroup) join(req ConsumerHeartbeatRequest) *kerr.Error {
 // (null means unchanged) and reports whether anything changed.
 func (g *consumerGroup) updateSubscription(m *consumerMember, req ConsumerHeartbeatRequest) bool {
 	changed := false
+	m.mayDescribe = req.MayDescribe
 	if req.SubscribedTopicNames != nil {
 		names := slices.Clone(req.SubscribedTopicNames)
 		slices.Sort(names)

@@ -1,6 +1,9 @@
 package sasl
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -189,4 +192,26 @@ func pgBase64Decode(s string) ([]byte, bool) {
 		return nil, false
 	}
 	return out, true
+}
+
+// VerifierFromSaltedPassword is the Postgres SCRAM-SHA-256 secret for a
+// credential given as Kafka's AlterUserScramCredentials gives it: the salt,
+// the iteration count and SaltedPassword = PBKDF2-HMAC-SHA-256(password,
+// salt, iterations), computed by the client. StoredKey =
+// H(HMAC(SaltedPassword, "Client Key")), ServerKey = HMAC(SaltedPassword,
+// "Server Key"), as Kafka's ScramFormatter and Postgres's scram_build_secret
+// compute them.
+func VerifierFromSaltedPassword(saltedPassword, salt []byte, iterations int) (string, error) {
+	if len(saltedPassword) == 0 || len(salt) == 0 || iterations < 1 {
+		return "", errors.New("SCRAM credential needs a salted password, a salt and a positive iteration count")
+	}
+	hm := func(key []byte, msg string) []byte {
+		mac := hmac.New(sha256.New, key)
+		mac.Write([]byte(msg))
+		return mac.Sum(nil)
+	}
+	stored := sha256.Sum256(hm(saltedPassword, "Client Key"))
+	server := hm(saltedPassword, "Server Key")
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, b64(salt), b64(stored[:]), b64(server)), nil
 }
