@@ -27,7 +27,7 @@ KAFKAPORT ?= 9092
 # make run's SASL_SSL listener (tests/runsecurity.sh): the port after KAFKAPORT
 SASLPORT ?= $(shell echo $$(( $(KAFKAPORT) + 1 )))
 
-DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev strace
+DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev strace openssl
 
 .PHONY: all deps build install run stop test fuzz bench soak conformance clean
 
