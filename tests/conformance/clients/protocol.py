@@ -13,6 +13,15 @@ import traceback
 
 SCENARIO_SECONDS = 30  # PROTOCOL.md: each scenario must finish in 30 s
 
+# PROTOCOL.md "Security": these run against the secure pair with the
+# security flags; a client without them prints SECURE_SKIP.
+SECURE_SCENARIOS = {
+    "sasl-scram-ok", "sasl-ssl-scram-ok", "sasl-ssl-plain-ok",
+    "sasl-bad-password", "sasl-unknown-user",
+    "acl-denied", "acl-allowed", "kafka-acls",
+}
+SECURE_SKIP = "secure scenarios not implemented yet"
+
 
 class Scenario:
     """One scenario's names, time budget and output; each client's Ctx
@@ -44,10 +53,24 @@ def main(scenarios, make_ctx, error_name, guard=contextlib.nullcontext):
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--prefix", required=True)
     ap.add_argument("--scenarios", required=True)
+    # PROTOCOL.md "Security" (all optional; PLAINTEXT without them)
+    ap.add_argument("--security-protocol", default=None)
+    ap.add_argument("--sasl-mechanism", default=None)
+    ap.add_argument("--username", default=None)
+    ap.add_argument("--password", default=None)
+    ap.add_argument("--ca-file", default=None)
     args = ap.parse_args()
+    security = {
+        "protocol": args.security_protocol, "mechanism": args.sasl_mechanism,
+        "username": args.username, "password": args.password, "ca_file": args.ca_file,
+    }
     for name in [s for s in args.scenarios.split(",") if s]:
-        ctx = make_ctx(args.bootstrap, args.prefix, name)
         fn = scenarios.get(name)
+        if fn is None and name in SECURE_SCENARIOS:
+            Scenario(args.bootstrap, args.prefix, name).emit({"skip": SECURE_SKIP})
+            continue
+        ctx = make_ctx(args.bootstrap, args.prefix, name)
+        ctx.security = security
         if fn is None:
             ctx.emit({"skip": "unknown scenario"})
             continue

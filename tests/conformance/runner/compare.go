@@ -83,6 +83,7 @@ func parseOutput(stdout []byte, want []string) (map[string]*Side, []string) {
 // (PROTOCOL.md "Normalization" item 1) and nothing else.
 type Normalizer struct {
 	Addr      string            // the bootstrap address the client was given
+	Also      []string          // the broker's other listeners, also <broker>
 	ClusterID string            // learned from Metadata
 	TopicIDs  map[string]string // topic -> id, from Metadata
 }
@@ -92,6 +93,10 @@ func (n Normalizer) replacer() *strings.Replacer {
 	if n.Addr != "" {
 		_, port, _ := strings.Cut(n.Addr, ":")
 		pairs = append(pairs, n.Addr, "<broker>", "localhost:"+port, "<broker>")
+	}
+	for _, a := range n.Also {
+		_, port, _ := strings.Cut(a, ":")
+		pairs = append(pairs, a, "<broker>", "localhost:"+port, "<broker>")
 	}
 	if n.ClusterID != "" {
 		pairs = append(pairs, n.ClusterID, "<cluster-id>")

@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Scenario is one entry of scenarios.json.
@@ -25,6 +28,12 @@ type Scenario struct {
 	Topics      int    `json:"topics"`
 	Unordered   bool   `json:"unordered"`
 	Description string `json:"description"`
+	// Secure scenarios run against the secure pair, one client run each,
+	// with Security's client flags and ACLs set up first (secure.go,
+	// PROTOCOL.md "Security").
+	Secure   bool            `json:"secure"`
+	Security *ClientSecurity `json:"security"`
+	ACLs     []ACLSpec       `json:"acls"`
 }
 
 // LoadScenarios reads scenarios.json.
@@ -38,6 +47,9 @@ func LoadScenarios(file string) ([]Scenario, error) {
 		return nil, fmt.Errorf("parse %s: %w", file, err)
 	}
 	for i := range ss {
+		if ss[i].Secure != (ss[i].Security != nil) {
+			return nil, fmt.Errorf("%s: scenario %s: a secure scenario needs \"security\" and only it", file, ss[i].Name)
+		}
 		if ss[i].Topics == 0 {
 			ss[i].Topics = 1
 		}
@@ -70,6 +82,10 @@ type Gate struct {
 	Parallel  int
 	Out       io.Writer // the report
 	Log       io.Writer // progress
+	// The secure pair, needed only when a scenario is secure.
+	SecureRef, SecureKaf *SecureBroker
+
+	secureMu sync.Mutex // secure runs share the pair's ACLs: one at a time
 }
 
 // Result is the outcome: cells by scenario then client.
@@ -94,11 +110,23 @@ func (g *Gate) hasProgram(name string) bool {
 }
 
 // Run creates every client's topics on both brokers up front, runs each
-// client once per broker with all scenarios, and compares.
+// client once per broker with all plain scenarios, then once per secure
+// scenario and broker of the secure pair, and compares.
 func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 	runID := strconv.FormatInt(time.Now().Unix()%1_000_000, 10)
+	var plain, secure []Scenario
+	for _, s := range g.Scenarios {
+		if s.Secure {
+			secure = append(secure, s)
+		} else {
+			plain = append(plain, s)
+		}
+	}
+	if len(secure) > 0 && (g.SecureRef == nil || g.SecureKaf == nil) {
+		return nil, errors.New("secure scenarios selected but no secure pair given")
+	}
 	var runs []*clientRun
-	var topics []TopicSpec
+	var topics, secureTopics []TopicSpec
 	for _, c := range g.Clients {
 		if !g.hasProgram(c) {
 			continue
@@ -107,20 +135,37 @@ func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 		runs = append(runs, r)
 		for _, s := range g.Scenarios {
 			for i := 0; i < s.Topics; i++ {
-				topics = append(topics, TopicSpec{Name: fmt.Sprintf("%s-%s-%d", r.prefix, s.Name, i), Partitions: s.Partitions})
+				t := TopicSpec{Name: fmt.Sprintf("%s-%s-%d", r.prefix, s.Name, i), Partitions: s.Partitions}
+				if s.Secure {
+					secureTopics = append(secureTopics, t)
+				} else {
+					topics = append(topics, t)
+				}
 			}
 		}
 	}
 	start := time.Now()
-	for _, b := range []Broker{ref, kaf} {
-		if err := b.CreateTopics(ctx, topics); err != nil {
-			return nil, fmt.Errorf("create topics on %s: %w", b.Name, err)
+	type prep struct {
+		b      Broker
+		topics []TopicSpec
+		opts   []kgo.Opt
+	}
+	var preps []prep
+	if len(plain) > 0 {
+		preps = append(preps, prep{ref, topics, nil}, prep{kaf, topics, nil})
+	}
+	if len(secure) > 0 {
+		preps = append(preps, prep{g.SecureRef.Broker, secureTopics, g.SecureRef.Admin}, prep{g.SecureKaf.Broker, secureTopics, g.SecureKaf.Admin})
+	}
+	for _, p := range preps {
+		if err := p.b.CreateTopics(ctx, p.topics); err != nil {
+			return nil, fmt.Errorf("create topics on %s: %w", p.b.Name, err)
 		}
-		if err := WaitTopics(ctx, b.Addr, topics); err != nil {
-			return nil, fmt.Errorf("topics on %s: %w", b.Name, err)
+		if err := WaitTopics(ctx, p.b.Addr, p.topics, p.opts...); err != nil {
+			return nil, fmt.Errorf("topics on %s: %w", p.b.Name, err)
 		}
 	}
-	fmt.Fprintf(g.Log, "created %d topics on both brokers in %.1fs\n", len(topics), time.Since(start).Seconds())
+	fmt.Fprintf(g.Log, "created %d topics on both brokers in %.1fs\n", len(topics)+len(secureTopics), time.Since(start).Seconds())
 
 	// Clients run in parallel with each other; one client runs against the
 	// reference, then kafgres, so its build (first run) is never raced.
@@ -133,7 +178,13 @@ func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			for _, b := range []Broker{ref, kaf} {
-				r.sides[b.Name] = g.runClient(ctx, r, b)
+				r.sides[b.Name] = map[string]*Side{}
+				if len(plain) > 0 {
+					r.sides[b.Name] = g.runClient(ctx, r, b, b.Addr, names(plain), nil, b.Name)
+				}
+			}
+			for _, s := range secure {
+				g.runSecure(ctx, r, s)
 			}
 		}()
 	}
@@ -143,12 +194,24 @@ func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 	}
 
 	norms := map[string]Normalizer{}
-	for _, b := range []Broker{ref, kaf} {
-		info, err := Describe(ctx, b.Addr)
+	for _, p := range preps {
+		info, err := Describe(ctx, p.b.Addr, p.opts...)
 		if err != nil {
-			return nil, fmt.Errorf("learn %s's cluster and topic ids: %w", b.Name, err)
+			return nil, fmt.Errorf("learn %s's cluster and topic ids: %w", p.b.Name, err)
 		}
-		norms[b.Name] = Normalizer{Addr: b.Addr, ClusterID: info.ClusterID, TopicIDs: info.TopicIDs}
+		n := Normalizer{Addr: p.b.Addr, ClusterID: info.ClusterID, TopicIDs: info.TopicIDs}
+		key := p.b.Name
+		if p.opts != nil {
+			key = "secure-" + key
+		}
+		norms[key] = n
+	}
+	if len(secure) > 0 {
+		for _, sb := range []*SecureBroker{g.SecureRef, g.SecureKaf} {
+			n := norms["secure-"+sb.Name]
+			n.Also = []string{sb.SSLAddr}
+			norms["secure-"+sb.Name] = n
+		}
 	}
 
 	res := &Result{Cells: map[string]map[string]Cell{}}
@@ -158,14 +221,18 @@ func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 	}
 	for _, s := range g.Scenarios {
 		res.Cells[s.Name] = map[string]Cell{}
+		normRef, normKaf := norms[ref.Name], norms[kaf.Name]
+		if s.Secure {
+			normRef, normKaf = norms["secure-"+ref.Name], norms["secure-"+kaf.Name]
+		}
 		for _, c := range g.Clients {
 			r := byName[c]
 			var cell Cell
 			if r == nil {
 				cell = Cell{Status: Skipped, Note: "no client program yet (tests/conformance/clients/" + c + "/run)"}
 			} else {
-				rs := normalize(r.sides[ref.Name][s.Name], norms[ref.Name])
-				ks := normalize(r.sides[kaf.Name][s.Name], norms[kaf.Name])
+				rs := normalize(r.sides[ref.Name][s.Name], normRef)
+				ks := normalize(r.sides[kaf.Name][s.Name], normKaf)
 				var entries []Entry
 				for _, e := range g.Catalogue {
 					if e.Applies(s.Name, c) {
@@ -188,6 +255,45 @@ func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 	return res, nil
 }
 
+func names(ss []Scenario) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// runSecure runs one secure scenario of one client against both brokers
+// of the secure pair: the scenario's ACLs (and only they) in place, the
+// client given its flags and the listener they name. The sides are kept
+// under the plain brokers' names, since scenario names are distinct.
+func (g *Gate) runSecure(ctx context.Context, r *clientRun, s Scenario) {
+	g.secureMu.Lock()
+	defer g.secureMu.Unlock()
+	for _, b := range []*SecureBroker{g.SecureRef, g.SecureKaf} {
+		if r.sides[b.Name] == nil {
+			r.sides[b.Name] = map[string]*Side{}
+		}
+		acls := make([]kmsg.CreateACLsRequestCreation, len(s.ACLs))
+		for i, a := range s.ACLs {
+			acls[i] = a.resolve(r.prefix, s.Name)
+		}
+		err := ClearACLs(ctx, b.Admin)
+		if err == nil {
+			err = SetACLs(ctx, b.Admin, acls)
+		}
+		if err != nil {
+			r.sides[b.Name][s.Name] = &Side{Problem: fmt.Sprintf("ACL setup on the secure %s: %v", b.Name, err)}
+			continue
+		}
+		sides := g.runClient(ctx, r, b.Broker, b.addrFor(s.Security), []string{s.Name}, s.Security.args(b.CAFile), "secure-"+b.Name+"-"+s.Name)
+		r.sides[b.Name][s.Name] = sides[s.Name]
+		if err := ClearACLs(ctx, b.Admin); err != nil {
+			fmt.Fprintf(g.Log, "clearing ACLs on the secure %s after %s: %v\n", b.Name, s.Name, err)
+		}
+	}
+}
+
 // ExitCode is the gate's verdict: 1 on any failed cell.
 func (r *Result) ExitCode() int {
 	if r.Failed > 0 {
@@ -208,24 +314,22 @@ func normalize(s *Side, n Normalizer) *Side {
 	return &out
 }
 
-// runClient runs one client program against one broker with every
-// scenario and splits its output per scenario.
-func (g *Gate) runClient(ctx context.Context, r *clientRun, b Broker) map[string]*Side {
-	names := make([]string, len(g.Scenarios))
-	for i, s := range g.Scenarios {
-		names[i] = s.Name
-	}
+// runClient runs one client program at addr (a listener of broker b) with
+// the scenarios and extra flags, and splits its output per scenario. tag
+// names its log files.
+func (g *Gate) runClient(ctx context.Context, r *clientRun, b Broker, addr string, names, extra []string, tag string) map[string]*Side {
 	// 30 s per scenario (PROTOCOL.md) plus a first build
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(names))*30*time.Second+5*time.Minute)
 	defer cancel()
-	cmd := exec.Command("bash", filepath.Join(g.clientDir(r.name), "run"),
-		"--bootstrap", b.Addr, "--prefix", r.prefix, "--scenarios", strings.Join(names, ","))
+	args := []string{filepath.Join(g.clientDir(r.name), "run"),
+		"--bootstrap", addr, "--prefix", r.prefix, "--scenarios", strings.Join(names, ",")}
+	cmd := exec.Command("bash", append(args, extra...)...)
 	cmd.Dir = g.clientDir(r.name)
 	cmd.Env = append(os.Environ(), "CONFORMANCE_CACHE="+g.Cache)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so a timeout ends its children too
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
-	logName := filepath.Join(g.LogDir, r.name+"-"+b.Name+".stderr")
+	logName := filepath.Join(g.LogDir, r.name+"-"+tag+".stderr")
 	if f, err := os.Create(logName); err == nil {
 		defer f.Close()
 		cmd.Stderr = f
@@ -243,8 +347,8 @@ func (g *Gate) runClient(ctx context.Context, r *clientRun, b Broker) map[string
 			err = fmt.Errorf("timed out after %v", time.Since(start).Round(time.Second))
 		}
 	}
-	fmt.Fprintf(g.Log, "%-16s %-9s %5.1fs %s\n", r.name, b.Name, time.Since(start).Seconds(), exitText(err))
-	os.WriteFile(filepath.Join(g.LogDir, r.name+"-"+b.Name+".stdout"), stdout.Bytes(), 0o644)
+	fmt.Fprintf(g.Log, "%-16s %-9s %5.1fs %s\n", r.name, tag, time.Since(start).Seconds(), exitText(err))
+	os.WriteFile(filepath.Join(g.LogDir, r.name+"-"+tag+".stdout"), stdout.Bytes(), 0o644)
 
 	sides, problems := parseOutput(stdout.Bytes(), names)
 	for _, p := range problems {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -18,14 +19,52 @@ type Kafgres struct {
 	Dir       string `json:"dir"`
 	PGPort    int    `json:"pg_port"`
 	KafkaPort int    `json:"kafka_port"`
-	repo      string
+	// Secure: KafkaPort is a SASL_PLAINTEXT listener and SSLPort a
+	// SASL_SSL one (secure.go); else KafkaPort is PLAINTEXT.
+	Secure  bool `json:"secure,omitempty"`
+	SSLPort int  `json:"ssl_port,omitempty"`
+	repo    string
+	pki     *PKI
 }
 
 // Addr is the bootstrap address clients use.
 func (k *Kafgres) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(k.KafkaPort)) }
 
+// SSLAddr is the SASL_SSL listener of a secure cluster.
+func (k *Kafgres) SSLAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(k.SSLPort)) }
+
 // StartKafgres creates a fresh cluster in dir on free ports.
 func StartKafgres(ctx context.Context, repo, dir string) (*Kafgres, error) {
+	return startKafgres(ctx, repo, dir, nil)
+}
+
+// StartSecureKafgres creates the kafgres cluster of the secure pair: the
+// listeners, certificate, users and super user of the secure reference
+// broker (secure.go), the users as Postgres roles with LOGIN.
+func StartSecureKafgres(ctx context.Context, repo, dir string, pki *PKI) (*Kafgres, error) {
+	k, err := startKafgres(ctx, repo, dir, pki)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := k.connect(ctx)
+	if err != nil {
+		k.Stop()
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	for _, u := range secureUsers {
+		q := fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD %s", pgx.Identifier{u.Name}.Sanitize(), quoteLiteral(u.Password))
+		if _, err := conn.Exec(ctx, q); err != nil {
+			k.Stop()
+			return nil, fmt.Errorf("create role %s: %w", u.Name, err)
+		}
+	}
+	return k, nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func startKafgres(ctx context.Context, repo, dir string, pki *PKI) (*Kafgres, error) {
 	if old, err := loadState[Kafgres](dir); err == nil {
 		old.repo = repo
 		old.Stop()
@@ -38,13 +77,18 @@ func StartKafgres(ctx context.Context, repo, dir string) (*Kafgres, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	k := &Kafgres{Dir: dir, repo: repo}
+	k := &Kafgres{Dir: dir, repo: repo, Secure: pki != nil, pki: pki}
 	var err error
 	if k.PGPort, err = freePort(); err != nil {
 		return nil, err
 	}
 	if k.KafkaPort, err = freePort(); err != nil {
 		return nil, err
+	}
+	if k.Secure {
+		if k.SSLPort, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	if err := saveState(dir, k); err != nil {
 		return nil, err
@@ -72,11 +116,38 @@ func LoadKafgres(repo, dir string) (*Kafgres, error) {
 // timing (and could run out of their 30 s).
 const gateConf = "kafgres.group_initial_rebalance_delay = 0"
 
+// secureConf is what the secure pair's cluster adds: the reference's
+// listeners (pgcluster.sh waits for KafkaPort, the SASL_PLAINTEXT one),
+// its certificate and super user. The authorizer is on by itself
+// (kafgres.authorizer = auto: a listener is not PLAINTEXT).
+func (k *Kafgres) secureConf() string {
+	return fmt.Sprintf(`
+kafgres.listeners = 'SASL_PLAINTEXT://127.0.0.1:%d,SASL_SSL://127.0.0.1:%d'
+kafgres.ssl_cert_file = '%s'
+kafgres.ssl_key_file = '%s'
+kafgres.sasl_enabled_mechanisms = 'SCRAM-SHA-256,PLAIN'
+kafgres.super_users = '%s'
+kafgres.allow_everyone_if_no_acl_found = off`, k.KafkaPort, k.SSLPort, k.pki.CertFile, k.pki.KeyFile, secureSuperUser)
+}
+
 func (k *Kafgres) script(ctx context.Context, args ...string) ([]byte, error) {
 	argv := append([]string{filepath.Join(k.repo, "tests", "pgcluster.sh"), args[0], k.Dir}, args[1:]...)
 	cmd := exec.CommandContext(ctx, "bash", argv...)
-	cmd.Env = append(os.Environ(), "KAFGRES_PG_CONF="+gateConf)
+	conf := gateConf
+	if k.Secure && k.pki != nil {
+		conf += k.secureConf()
+	}
+	cmd.Env = append(os.Environ(), "KAFGRES_PG_CONF="+conf)
 	return cmd.CombinedOutput()
+}
+
+func (k *Kafgres) connect(ctx context.Context) (*pgx.Conn, error) {
+	dsn := fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", filepath.Join(k.Dir, "run"), k.PGPort)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("connect to kafgres's Postgres: %w", err)
+	}
+	return conn, nil
 }
 
 // Stop stops Postgres, which stops the broker with it.
@@ -89,10 +160,9 @@ func (k *Kafgres) Stop() error {
 
 // CreateTopics creates topics with kafgres_create_topic, as a user would.
 func (k *Kafgres) CreateTopics(ctx context.Context, topics []TopicSpec) error {
-	dsn := fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", filepath.Join(k.Dir, "run"), k.PGPort)
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := k.connect(ctx)
 	if err != nil {
-		return fmt.Errorf("connect to kafgres's Postgres: %w", err)
+		return err
 	}
 	defer conn.Close(context.Background())
 	for _, t := range topics {

@@ -35,6 +35,7 @@ func main() {
 	scenarios := flag.String("scenarios", "", "comma-separated scenarios (default all)")
 	parallel := flag.Int("parallel", 2, "clients run at the same time")
 	keep := flag.Bool("keep", false, "leave both brokers running after run")
+	secure := flag.Bool("secure", false, "reference|kafgres start|stop: the secure pair's broker (SASL listeners, ACLs)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: runner [flags] run | reference start|stop | kafgres start|stop | topics reference|kafgres NAME:N...")
 		flag.PrintDefaults()
@@ -63,6 +64,16 @@ func main() {
 			fatal(err)
 		}
 		os.Exit(code)
+	case len(args) == 2 && args[0] == "reference" && args[1] == "start" && *secure:
+		pki, err := WritePKI(d.pki())
+		if err != nil {
+			fatal(err)
+		}
+		r, err := StartSecureReference(ctx, d.repo, d.cache, d.secureReference(), pki)
+		if err != nil {
+			fatal(err)
+		}
+		fmt.Printf("bootstrap=%s\nsasl_ssl=%s\nca=%s\n", r.Addr(), r.SSLAddr(), pki.CAFile)
 	case len(args) == 2 && args[0] == "reference" && args[1] == "start":
 		r, err := StartReference(ctx, d.repo, d.cache, d.reference())
 		if err != nil {
@@ -70,12 +81,26 @@ func main() {
 		}
 		fmt.Printf("bootstrap=%s\n", r.Addr())
 	case len(args) == 2 && args[0] == "reference" && args[1] == "stop":
-		if r, err := loadState[Reference](d.reference()); err == nil {
-			r.Dir = d.reference()
+		dir := d.reference()
+		if *secure {
+			dir = d.secureReference()
+		}
+		if r, err := loadState[Reference](dir); err == nil {
+			r.Dir = dir
 			if err := r.Stop(); err != nil {
 				fatal(err)
 			}
 		}
+	case len(args) == 2 && args[0] == "kafgres" && args[1] == "start" && *secure:
+		pki, err := WritePKI(d.pki())
+		if err != nil {
+			fatal(err)
+		}
+		k, err := StartSecureKafgres(ctx, d.repo, d.secureKafgres(), pki)
+		if err != nil {
+			fatal(err)
+		}
+		fmt.Printf("bootstrap=%s\nsasl_ssl=%s\nca=%s\npgport=%d\ndir=%s\n", k.Addr(), k.SSLAddr(), pki.CAFile, k.PGPort, k.Dir)
 	case len(args) == 2 && args[0] == "kafgres" && args[1] == "start":
 		k, err := StartKafgres(ctx, d.repo, d.kafgres())
 		if err != nil {
@@ -83,7 +108,11 @@ func main() {
 		}
 		fmt.Printf("bootstrap=%s\npgport=%d\ndir=%s\n", k.Addr(), k.PGPort, k.Dir)
 	case len(args) == 2 && args[0] == "kafgres" && args[1] == "stop":
-		if k, err := LoadKafgres(d.repo, d.kafgres()); err == nil {
+		dir := d.kafgres()
+		if *secure {
+			dir = d.secureKafgres()
+		}
+		if k, err := LoadKafgres(d.repo, dir); err == nil {
 			if err := k.Stop(); err != nil {
 				fatal(err)
 			}
@@ -103,6 +132,11 @@ type dirs struct{ repo, cache, run string }
 func (d dirs) reference() string { return filepath.Join(d.run, "reference") }
 func (d dirs) kafgres() string   { return filepath.Join(d.run, "kafgres") }
 func (d dirs) logs() string      { return filepath.Join(d.run, "logs") }
+
+// the secure pair's (secure.go)
+func (d dirs) pki() string             { return filepath.Join(d.run, "secure-pki") }
+func (d dirs) secureReference() string { return filepath.Join(d.run, "secure-reference") }
+func (d dirs) secureKafgres() string   { return filepath.Join(d.run, "secure-kafgres") }
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "runner:", err)
@@ -161,47 +195,108 @@ func runGate(ctx context.Context, d dirs, clients, only []string, parallel int, 
 		return 0, err
 	}
 
-	// Both brokers start at once: the JVM's ~10 s overlaps initdb.
+	var plain, secure bool
+	for _, s := range scenarios {
+		secure = secure || s.Secure
+		plain = plain || !s.Secure
+	}
+	// All brokers start at once: the JVM's ~10 s overlaps initdb. The
+	// secure pair only when a secure scenario is selected, the plain one
+	// only when a plain one is.
+	var pki *PKI
+	if secure {
+		if pki, err = WritePKI(d.pki()); err != nil {
+			return 0, fmt.Errorf("certificates for the secure pair: %w", err)
+		}
+	}
 	type started struct {
 		ref *Reference
 		kaf *Kafgres
 		err error
 	}
-	refc, kafc := make(chan started, 1), make(chan started, 1)
-	go func() {
-		r, err := StartReference(ctx, d.repo, d.cache, d.reference())
-		refc <- started{ref: r, err: err}
-	}()
-	go func() { k, err := StartKafgres(ctx, d.repo, d.kafgres()); kafc <- started{kaf: k, err: err} }()
-	rs, ks := <-refc, <-kafc
+	var waits []func() (started, string)
+	launch := func(what string, start func() started) {
+		c := make(chan started, 1)
+		go func() { c <- start() }()
+		waits = append(waits, func() (started, string) { return <-c, what })
+	}
+	if plain {
+		launch("reference broker", func() started {
+			r, err := StartReference(ctx, d.repo, d.cache, d.reference())
+			return started{ref: r, err: err}
+		})
+		launch("kafgres", func() started { k, err := StartKafgres(ctx, d.repo, d.kafgres()); return started{kaf: k, err: err} })
+	}
+	if secure {
+		launch("secure reference broker", func() started {
+			r, err := StartSecureReference(ctx, d.repo, d.cache, d.secureReference(), pki)
+			return started{ref: r, err: err}
+		})
+		launch("secure kafgres", func() started {
+			k, err := StartSecureKafgres(ctx, d.repo, d.secureKafgres(), pki)
+			return started{kaf: k, err: err}
+		})
+	}
+	var refs []*Reference
+	var kafs []*Kafgres
+	var startErr error
+	for _, w := range waits {
+		st, what := w()
+		if st.ref != nil {
+			refs = append(refs, st.ref)
+		}
+		if st.kaf != nil {
+			kafs = append(kafs, st.kaf)
+		}
+		if st.err != nil && startErr == nil {
+			startErr = fmt.Errorf("%s: %w", what, st.err)
+		}
+	}
 	if !keep {
 		defer func() {
-			if rs.ref != nil {
-				rs.ref.Stop()
+			for _, r := range refs {
+				r.Stop()
 			}
-			if ks.kaf != nil {
-				ks.kaf.Stop()
+			for _, k := range kafs {
+				k.Stop()
 			}
 		}()
 	}
-	if rs.err != nil {
-		return 0, fmt.Errorf("reference broker: %w", rs.err)
+	if startErr != nil {
+		return 0, startErr
 	}
-	if ks.err != nil {
-		return 0, fmt.Errorf("kafgres: %w", ks.err)
-	}
-	fmt.Fprintf(os.Stderr, "reference Kafka 4.4.0 on %s, kafgres on %s (started in %.1fs)\n",
-		rs.ref.Addr(), ks.kaf.Addr(), time.Since(begin).Seconds())
 
 	g := &Gate{
 		Repo: d.repo, Cache: d.cache, LogDir: d.logs(),
 		Clients: clients, Scenarios: scenarios, Catalogue: cat, Parallel: parallel,
 		Out: os.Stdout, Log: os.Stderr,
 	}
-	ref := Broker{Name: "reference", Addr: rs.ref.Addr(), CreateTopics: func(ctx context.Context, t []TopicSpec) error {
-		return CreateReferenceTopics(ctx, d.repo, d.cache, rs.ref.Addr(), t)
-	}}
-	kaf := Broker{Name: "kafgres", Addr: ks.kaf.Addr(), CreateTopics: ks.kaf.CreateTopics}
+	ref, kaf := Broker{Name: "reference"}, Broker{Name: "kafgres"}
+	for _, r := range refs {
+		if r.Secure {
+			g.SecureRef = secureReferenceBroker(r, pki)
+			fmt.Fprintf(os.Stderr, "secure reference Kafka 4.4.0: SASL_PLAINTEXT %s, SASL_SSL %s\n", r.Addr(), r.SSLAddr())
+			continue
+		}
+		addr := r.Addr()
+		ref = Broker{Name: "reference", Addr: addr, CreateTopics: func(ctx context.Context, t []TopicSpec) error {
+			return CreateReferenceTopics(ctx, d.repo, d.cache, addr, t)
+		}}
+		fmt.Fprintf(os.Stderr, "reference Kafka 4.4.0 on %s\n", addr)
+	}
+	for _, k := range kafs {
+		if k.Secure {
+			g.SecureKaf = &SecureBroker{
+				Broker:  Broker{Name: "kafgres", Addr: k.Addr(), CreateTopics: k.CreateTopics},
+				SSLAddr: k.SSLAddr(), CAFile: pki.CAFile, Admin: adminOpts(k.Addr()),
+			}
+			fmt.Fprintf(os.Stderr, "secure kafgres: SASL_PLAINTEXT %s, SASL_SSL %s\n", k.Addr(), k.SSLAddr())
+			continue
+		}
+		kaf = Broker{Name: "kafgres", Addr: k.Addr(), CreateTopics: k.CreateTopics}
+		fmt.Fprintf(os.Stderr, "kafgres on %s\n", k.Addr())
+	}
+	fmt.Fprintf(os.Stderr, "brokers started in %.1fs\n", time.Since(begin).Seconds())
 	res, err := g.Run(ctx, ref, kaf)
 	if err != nil {
 		return 0, err
@@ -209,7 +304,7 @@ func runGate(ctx context.Context, d dirs, clients, only []string, parallel int, 
 	g.Report(res)
 	fmt.Fprintf(os.Stderr, "conformance gate took %.0fs; client output in %s\n", time.Since(begin).Seconds(), d.logs())
 	if keep {
-		fmt.Fprintf(os.Stderr, "brokers left running: `runner reference stop` and `runner kafgres stop` end them\n")
+		fmt.Fprintf(os.Stderr, "brokers left running: `runner reference stop` and `runner kafgres stop` end them (the secure pair: `runner -secure ...`)\n")
 	}
 	return res.ExitCode(), nil
 }

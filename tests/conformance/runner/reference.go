@@ -28,12 +28,21 @@ type Reference struct {
 	Port           int    `json:"port"`
 	ControllerPort int    `json:"controller_port"`
 	PID            int    `json:"pid"`
+	// Secure: Port is a SASL_PLAINTEXT listener and SSLPort a SASL_SSL
+	// one (secure.go); else Port is PLAINTEXT.
+	Secure  bool `json:"secure,omitempty"`
+	SSLPort int  `json:"ssl_port,omitempty"`
+
+	pki *PKI
 
 	done chan struct{} // closed when the process we started exits
 }
 
 // Addr is the bootstrap address clients use.
 func (r *Reference) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port)) }
+
+// SSLAddr is the SASL_SSL listener of a secure reference broker.
+func (r *Reference) SSLAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.SSLPort)) }
 
 // Classpath returns the reference classpath, resolving it with Maven when
 // it is missing or older than the pom.
@@ -74,6 +83,17 @@ func fresh(file, src string) bool {
 // StartReference formats a fresh single-node KRaft log under dir and starts
 // the broker on free ports, waiting until it accepts connections.
 func StartReference(ctx context.Context, repo, cache, dir string) (*Reference, error) {
+	return startReference(ctx, repo, cache, dir, nil)
+}
+
+// StartSecureReference starts the reference broker of the secure pair:
+// SASL listeners serving pki's certificate, SCRAM users made at format
+// time, the StandardAuthorizer (secure.go).
+func StartSecureReference(ctx context.Context, repo, cache, dir string, pki *PKI) (*Reference, error) {
+	return startReference(ctx, repo, cache, dir, pki)
+}
+
+func startReference(ctx context.Context, repo, cache, dir string, pki *PKI) (*Reference, error) {
 	cp, err := Classpath(repo, cache)
 	if err != nil {
 		return nil, err
@@ -88,9 +108,14 @@ func StartReference(ctx context.Context, repo, cache, dir string) (*Reference, e
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
-	r := &Reference{Dir: dir}
+	r := &Reference{Dir: dir, Secure: pki != nil, pki: pki}
 	if r.Port, err = freePort(); err != nil {
 		return nil, err
+	}
+	if r.Secure {
+		if r.SSLPort, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	if r.ControllerPort, err = freePort(); err != nil {
 		return nil, err
@@ -104,8 +129,15 @@ func StartReference(ctx context.Context, repo, cache, dir string) (*Reference, e
 		return nil, err
 	}
 
-	format := exec.CommandContext(ctx, "java", "-cp", cp, "-Dlog4j2.configurationFile="+logConf,
-		"kafka.tools.StorageTool", "format", "-t", newClusterID(), "-c", props)
+	formatArgs := []string{"-cp", cp, "-Dlog4j2.configurationFile=" + logConf,
+		"kafka.tools.StorageTool", "format", "-t", newClusterID(), "-c", props}
+	if r.Secure {
+		// SCRAM credentials live in the metadata log: made at format time
+		for _, u := range secureUsers {
+			formatArgs = append(formatArgs, "--add-scram", fmt.Sprintf("SCRAM-SHA-256=[name=%s,password=%s]", u.Name, u.Password))
+		}
+	}
+	format := exec.CommandContext(ctx, "java", formatArgs...)
 	if out, err := format.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("format the reference broker's storage: %w\n%s", err, out)
 	}
@@ -151,6 +183,9 @@ func StartReference(ctx context.Context, repo, cache, dir string) (*Reference, e
 }
 
 func (r *Reference) serverProperties() string {
+	if r.Secure {
+		return r.secureProperties()
+	}
 	return fmt.Sprintf(`# written by the conformance runner
 process.roles=broker,controller
 node.id=1
@@ -168,6 +203,49 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 `, r.Port, r.ControllerPort, filepath.Join(r.Dir, "data"))
+}
+
+// secureProperties configure the secure pair's reference broker. The
+// controller listener stays PLAINTEXT: the broker registers with its
+// controller as User:ANONYMOUS there, which the StandardAuthorizer must
+// let do CLUSTER_ACTION before any ACL exists, so ANONYMOUS is a super
+// user. No client-facing listener is PLAINTEXT, so no client is ever
+// ANONYMOUS. PLAIN is enabled on SASL_SSL only, as kafgres offers it
+// (security.md); its users are the JAAS user_* options, SCRAM's are in
+// the metadata log.
+func (r *Reference) secureProperties() string {
+	var plainUsers strings.Builder
+	for _, u := range secureUsers {
+		fmt.Fprintf(&plainUsers, " user_%s=%q", u.Name, u.Password)
+	}
+	return fmt.Sprintf(`# written by the conformance runner (secure pair)
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:%[2]d
+controller.listener.names=CONTROLLER
+listeners=SASL_PLAINTEXT://127.0.0.1:%[1]d,SASL_SSL://127.0.0.1:%[4]d,CONTROLLER://127.0.0.1:%[2]d
+advertised.listeners=SASL_PLAINTEXT://127.0.0.1:%[1]d,SASL_SSL://127.0.0.1:%[4]d
+inter.broker.listener.name=SASL_PLAINTEXT
+listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=SCRAM-SHA-256
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret"%[6]s;
+ssl.keystore.type=PEM
+ssl.keystore.location=%[5]s
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=%[7]s;User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
+log.dirs=%[3]s
+num.partitions=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+`, r.Port, r.ControllerPort, filepath.Join(r.Dir, "data"), r.SSLPort, r.pki.Keystore, plainUsers.String(), secureSuperUser)
 }
 
 const brokerLog4j = `# reference broker logging: INFO to stdout (server.log)

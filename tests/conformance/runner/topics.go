@@ -50,8 +50,9 @@ type ClusterInfo struct {
 }
 
 // Describe asks the broker at addr for its metadata.
-func Describe(ctx context.Context, addr string) (*ClusterInfo, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+// opts are added to the client's (the secure pair's admin credentials).
+func Describe(ctx context.Context, addr string, opts ...kgo.Opt) (*ClusterInfo, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -79,10 +80,10 @@ func Describe(ctx context.Context, addr string) (*ClusterInfo, error) {
 
 // WaitTopics waits until the broker serves every topic with its partition
 // count: topic creation on both brokers is asynchronous to metadata.
-func WaitTopics(ctx context.Context, addr string, topics []TopicSpec) error {
+func WaitTopics(ctx context.Context, addr string, topics []TopicSpec, opts ...kgo.Opt) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		info, err := Describe(ctx, addr)
+		info, err := Describe(ctx, addr, opts...)
 		missing := ""
 		if err == nil {
 			for _, t := range topics {

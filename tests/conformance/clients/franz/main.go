@@ -74,7 +74,11 @@ func (r *runner) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 		kgo.RequestTimeoutOverhead(5 * time.Second),
 		kgo.RetryTimeout(10 * time.Second),
 	}
-	cl, err := kgo.NewClient(append(base, opts...)...)
+	sec, err := r.securityOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(append(base, sec...), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}

@@ -28,7 +28,30 @@ type Names struct {
 	Bootstrap string
 	Prefix    string
 	Scenario  string
+	Security  Security // PLAINTEXT (the zero value) unless the runner says otherwise
 }
+
+// Security is how to connect: the optional flags of PROTOCOL.md
+// "Security". The zero value is PLAINTEXT.
+type Security struct {
+	Protocol  string // "", PLAINTEXT, SASL_PLAINTEXT or SASL_SSL
+	Mechanism string // SCRAM-SHA-256 or PLAIN
+	Username  string
+	Password  string
+	CAFile    string // PEM CA the broker's certificate chains to (SASL_SSL)
+}
+
+// SecureScenarios are the scenarios of PROTOCOL.md "Security", which run
+// against the secure pair with the security flags. A client that has not
+// implemented them prints SecureSkip for them.
+var SecureScenarios = map[string]bool{
+	"sasl-scram-ok": true, "sasl-ssl-scram-ok": true, "sasl-ssl-plain-ok": true,
+	"sasl-bad-password": true, "sasl-unknown-user": true,
+	"acl-denied": true, "acl-allowed": true, "kafka-acls": true,
+}
+
+// SecureSkip is the skip reason of a client without the secure scenarios.
+const SecureSkip = "secure scenarios not implemented yet"
 
 // Topic is the i-th topic the runner created for the scenario.
 func (n Names) Topic(i int) string { return fmt.Sprintf("%s-%s-%d", n.Prefix, n.Scenario, i) }
@@ -73,6 +96,12 @@ func Main(client string, run func(n Names, out *Output)) {
 	bootstrap := flag.String("bootstrap", "", "broker HOST:PORT")
 	prefix := flag.String("prefix", "", "topic name prefix, unique per run")
 	list := flag.String("scenarios", "", "comma-separated scenario names")
+	var sec Security
+	flag.StringVar(&sec.Protocol, "security-protocol", "", "PLAINTEXT (default), SASL_PLAINTEXT or SASL_SSL")
+	flag.StringVar(&sec.Mechanism, "sasl-mechanism", "", "SCRAM-SHA-256 or PLAIN")
+	flag.StringVar(&sec.Username, "username", "", "SASL user")
+	flag.StringVar(&sec.Password, "password", "", "SASL password")
+	flag.StringVar(&sec.CAFile, "ca-file", "", "PEM CA certificate the broker's chains to (SASL_SSL)")
 	flag.Parse()
 	if *bootstrap == "" || *prefix == "" || *list == "" {
 		fmt.Fprintf(os.Stderr, "usage: %s --bootstrap HOST:PORT --prefix PREFIX --scenarios a,b,c\n", client)
@@ -82,7 +111,7 @@ func Main(client string, run func(n Names, out *Output)) {
 	defer out.Flush()
 	for _, name := range strings.Split(*list, ",") {
 		if name = strings.TrimSpace(name); name != "" {
-			run(Names{Bootstrap: *bootstrap, Prefix: *prefix, Scenario: name}, out)
+			run(Names{Bootstrap: *bootstrap, Prefix: *prefix, Scenario: name, Security: sec}, out)
 			out.Flush()
 		}
 	}

@@ -54,6 +54,10 @@ public final class ToolsClient {
     private final String bootstrap;
     private final String prefix;
     private String scenario;
+    // PROTOCOL.md "Security": the client config file every tool is given
+    // (--command-config, --producer.config, --consumer.config); null for
+    // PLAINTEXT
+    private String clientConfig;
 
     /** Thrown instead of exiting the JVM when a tool calls Exit.exit. */
     private static final class ToolExit extends RuntimeException {
@@ -77,6 +81,12 @@ public final class ToolsClient {
         Map<String, String> opts = new HashMap<>();
         for (int i = 0; i + 1 < args.length; i += 2) opts.put(args[i], args[i + 1]);
         ToolsClient c = new ToolsClient(opts.get("--bootstrap"), opts.getOrDefault("--prefix", "c-java-tools"));
+        try {
+            c.clientConfig = securityConfig(opts);
+        } catch (java.io.IOException e) {
+            System.err.println("writing the client config: " + e);
+            System.exit(1);
+        }
         // the tools end with Exit.exit; keep the JVM for the next scenario.
         // The first exit is the tool's status: kafka-topics.sh catches the
         // ToolExit of its own Exit.exit(0) and exits again with 1.
@@ -165,8 +175,97 @@ public final class ToolsClient {
             case "features-update" -> featuresUpdate(out);
             case "broker-api-versions" -> brokerApiVersions(out);
             case "console-produce-consume" -> consoleProduceConsume(out);
+            case "sasl-scram-ok", "sasl-ssl-scram-ok", "sasl-ssl-plain-ok" -> saslOk(out);
+            case "sasl-bad-password", "sasl-unknown-user" -> {
+                // the tool's verdict is on stderr: its "Error ..." line (log lines carry timestamps)
+                Tool r = tool(TOPICS, secured("--list"));
+                List<String> shown = new ArrayList<>(r.stdout);
+                for (String l : r.stderr) if (l.startsWith("Error")) shown.add(l);
+                lines(out, "list", new Tool(shown, r.stderr, r.exit));
+            }
+            case "acl-denied", "acl-allowed" ->
+                emit(out, "skip", "per-request outcomes: the java client observes them through the same kafka-clients");
+            case "kafka-acls" -> kafkaAcls(out);
             default -> emit(out, "skip", "no Kafka command-line tool observes this scenario");
         }
+    }
+
+    // ---- security (PROTOCOL.md "Security") ----
+
+    // The security flags as a client config file, or null for PLAINTEXT.
+    private static String securityConfig(Map<String, String> opts) throws java.io.IOException {
+        String protocol = opts.get("--security-protocol");
+        if (protocol == null || protocol.equals("PLAINTEXT")) return null;
+        String mechanism = opts.get("--sasl-mechanism");
+        String module = "PLAIN".equals(mechanism)
+                ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+                : "org.apache.kafka.common.security.scram.ScramLoginModule";
+        Properties p = new Properties();
+        p.put("security.protocol", protocol);
+        p.put("sasl.mechanism", mechanism);
+        p.put("sasl.jaas.config", module + " required username=\"" + opts.get("--username") + "\" password=\"" + opts.get("--password") + "\";");
+        if (protocol.equals("SASL_SSL")) {
+            p.put("ssl.truststore.type", "PEM");
+            p.put("ssl.truststore.location", opts.get("--ca-file"));
+        }
+        Path f = Files.createTempFile("kafgres-conformance-client", ".properties");
+        f.toFile().deleteOnExit();
+        try (java.io.Writer w = Files.newBufferedWriter(f)) {
+            p.store(w, "conformance client security");
+        }
+        return f.toString();
+    }
+
+    // --bootstrap-server and --command-config, then args
+    private String[] secured(String... args) {
+        List<String> all = new ArrayList<>(List.of("--bootstrap-server", bootstrap));
+        if (clientConfig != null) all.addAll(List.of("--command-config", clientConfig));
+        all.addAll(List.of(args));
+        return all.toArray(new String[0]);
+    }
+
+    // one observation per printed line (trimmed, empty ones dropped, sorted:
+    // the tools print hash-map order), then the exit status
+    private void lines(PrintStream out, String step, Tool r) {
+        List<String> ls = new ArrayList<>();
+        for (String l : r.stdout) if (!l.trim().isEmpty()) ls.add(l.trim());
+        Collections.sort(ls);
+        for (String l : ls) emit(out, "step", step, "line", l);
+        emit(out, "step", step, "exit", r.exit);
+    }
+
+    // console producer then console consumer, as the scenario's user
+    private void saslOk(PrintStream out) {
+        List<String> pargs = new ArrayList<>(List.of("--bootstrap-server", bootstrap, "--topic", topic(), "--sync",
+                "--reader-property", "parse.key=true", "--reader-property", "key.separator=:"));
+        if (clientConfig != null) pargs.addAll(List.of("--command-config", clientConfig));
+        lines(out, "produce", toolWithInput("org.apache.kafka.tools.ConsoleProducer", "k:v\n", pargs.toArray(new String[0])));
+        List<String> cargs = new ArrayList<>(List.of("--bootstrap-server", bootstrap, "--topic", topic(), "--partition", "0",
+                "--offset", "earliest", "--max-messages", "1", "--timeout-ms", "10000",
+                "--formatter-property", "print.key=true", "--formatter-property", "print.offset=true"));
+        if (clientConfig != null) cargs.addAll(List.of("--command-config", clientConfig));
+        lines(out, "consume", tool("org.apache.kafka.tools.consumer.ConsoleConsumer", cargs.toArray(new String[0])));
+    }
+
+    // kafka-acls.sh --add, --list, --remove --force, --list (as admin)
+    private void kafkaAcls(PrintStream out) {
+        String acls = "org.apache.kafka.tools.AclCommand";
+        String[] allow = {"--allow-principal", "User:alice", "--operation", "Read", "--topic", topic()};
+        String[] deny = {"--deny-principal", "User:alice", "--operation", "Write", "--topic", prefix + "-",
+                "--resource-pattern-type", "prefixed"};
+        lines(out, "add-allow", tool(acls, secured(concat(new String[] {"--add"}, allow))));
+        lines(out, "add-deny", tool(acls, secured(concat(new String[] {"--add"}, deny))));
+        lines(out, "list", tool(acls, secured("--list")));
+        lines(out, "list-topic", tool(acls, secured("--list", "--topic", topic())));
+        lines(out, "remove-allow", tool(acls, secured(concat(new String[] {"--remove", "--force"}, allow))));
+        lines(out, "remove-deny", tool(acls, secured(concat(new String[] {"--remove", "--force"}, deny))));
+        lines(out, "list-after", tool(acls, secured("--list")));
+    }
+
+    private static String[] concat(String[] a, String[] b) {
+        String[] all = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, all, a.length, b.length);
+        return all;
     }
 
     // kafka-topics.sh --describe: one observation per printed line, its

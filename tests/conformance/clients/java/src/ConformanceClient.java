@@ -76,10 +76,28 @@ public final class ConformanceClient {
     private final String bootstrap;
     private final String prefix;
     private String scenario;
+    // PROTOCOL.md "Security": how to connect; all null for PLAINTEXT
+    private String securityProtocol, saslMechanism, username, password, caFile;
 
     private ConformanceClient(String bootstrap, String prefix) {
         this.bootstrap = bootstrap;
         this.prefix = prefix;
+    }
+
+    // The client settings for the runner's security flags (none for
+    // PLAINTEXT); every producer, consumer and admin gets them.
+    private void secure(Properties p) {
+        if (securityProtocol == null || securityProtocol.equals("PLAINTEXT")) return;
+        p.put("security.protocol", securityProtocol);
+        p.put("sasl.mechanism", saslMechanism);
+        String module = saslMechanism.equals("PLAIN")
+                ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+                : "org.apache.kafka.common.security.scram.ScramLoginModule";
+        p.put("sasl.jaas.config", module + " required username=\"" + username + "\" password=\"" + password + "\";");
+        if (securityProtocol.equals("SASL_SSL")) {
+            p.put("ssl.truststore.type", "PEM");
+            p.put("ssl.truststore.location", caFile);
+        }
     }
 
     public static void main(String[] args) throws Exception {
@@ -93,6 +111,11 @@ public final class ConformanceClient {
             System.exit(2);
         }
         ConformanceClient c = new ConformanceClient(bootstrap, opts.getOrDefault("--prefix", "c-java"));
+        c.securityProtocol = opts.get("--security-protocol");
+        c.saslMechanism = opts.get("--sasl-mechanism");
+        c.username = opts.get("--username");
+        c.password = opts.get("--password");
+        c.caFile = opts.get("--ca-file");
         if (opts.containsKey("--create-topics")) {
             c.createTopics(opts.get("--create-topics"));
             return;
@@ -161,9 +184,96 @@ public final class ConformanceClient {
             case "features-update" -> featuresUpdate();
             case "configs-broker-describe", "configs-broker-alter" ->
                 emit("skip", "broker configs are cluster-wide: java-tools alters them while other clients run");
-            case "broker-api-versions", "console-produce-consume" ->
+            case "broker-api-versions", "console-produce-consume", "kafka-acls" ->
                 emit("skip", "a kafka-*.sh tool scenario (java-tools)");
+            case "sasl-scram-ok", "sasl-ssl-scram-ok", "sasl-ssl-plain-ok" -> saslOk();
+            case "sasl-bad-password", "sasl-unknown-user" -> saslRefused();
+            case "acl-denied", "acl-allowed" -> aclOps();
             default -> emit("skip", "scenario unknown to the java client");
+        }
+    }
+
+    // ---- security (PROTOCOL.md "Security"): logins and ACLs ----
+
+    private void saslOk() throws Exception {
+        try (KafkaProducer<byte[], byte[]> prod = producer(new Properties())) {
+            RecordMetadata md = prod.send(new ProducerRecord<>(topic(0), 0, bytes("k"), bytes("v"))).get(20, TimeUnit.SECONDS);
+            emit("op", "produce", "error", null, "offset", md.offset());
+        } catch (ExecutionException e) {
+            emit("op", "produce", "error", errorName(e));
+            return;
+        }
+        for (ConsumerRecord<byte[], byte[]> r : consume(topic(0), 1, 15000)) {
+            emit("op", "consume", "offset", r.offset(), "key", show(r.key()), "value", show(r.value()));
+        }
+    }
+
+    private void saslRefused() {
+        try (Admin admin = admin()) {
+            admin.listTopics().names().get(20, TimeUnit.SECONDS);
+            emit("op", "connect", "error", null);
+        } catch (Exception e) {
+            emit("op", "connect", "error", errorName(e));
+        }
+    }
+
+    // one {op, error} observation: null (not "NONE") when the call succeeded
+    private void secureOp(String name, AdminCall call) {
+        try {
+            call.run();
+            emit("op", name, "error", null);
+        } catch (Exception e) {
+            System.err.println(scenario + ": " + name + ": " + e);
+            emit("op", name, "error", errorName(e));
+        }
+    }
+
+    // acl-denied and acl-allowed: the eight operations in PROTOCOL.md's order
+    private void aclOps() throws Exception {
+        TopicPartition tp = new TopicPartition(topic(0), 0);
+        Properties quick = new Properties();
+        quick.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "8000");
+        quick.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "8000");
+        quick.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
+        secureOp("produce", () -> {
+            try (KafkaProducer<byte[], byte[]> prod = producer(quick)) {
+                prod.send(new ProducerRecord<>(topic(0), 0, bytes("k"), bytes("v"))).get(10, TimeUnit.SECONDS);
+            }
+        });
+        secureOp("fetch", () -> {
+            try (KafkaConsumer<byte[], byte[]> c = consumer(new Properties())) {
+                c.assign(List.of(tp));
+                c.seek(tp, 0);
+                long end = System.currentTimeMillis() + 8000;
+                while (c.poll(Duration.ofMillis(200)).isEmpty()) {
+                    if (System.currentTimeMillis() > end) throw new TimeoutException("no record in 8 s");
+                }
+            }
+        });
+        try (Admin admin = admin()) {
+            secureOp("metadata", () -> admin.describeTopics(List.of(topic(0))).allTopicNames().get(10, TimeUnit.SECONDS));
+            secureOp("group-join", () -> {
+                try (KafkaConsumer<byte[], byte[]> c = groupMember()) {
+                    long end = System.currentTimeMillis() + 8000;
+                    while (c.assignment().isEmpty()) {
+                        if (System.currentTimeMillis() > end) throw new TimeoutException("no assignment in 8 s");
+                        c.poll(Duration.ofMillis(200));
+                    }
+                }
+            });
+            secureOp("offset-commit", () -> {
+                Properties p = new Properties();
+                p.put(ConsumerConfig.GROUP_ID_CONFIG, group());
+                try (KafkaConsumer<byte[], byte[]> c = consumer(p)) {
+                    c.assign(List.of(tp));
+                    c.commitSync(Map.of(tp, new org.apache.kafka.clients.consumer.OffsetAndMetadata(0)), Duration.ofSeconds(10));
+                }
+            });
+            secureOp("describe-configs", () -> admin.describeConfigs(List.of(new ConfigResource(ConfigResource.Type.TOPIC, topic(0))))
+                    .all().get(10, TimeUnit.SECONDS));
+            secureOp("create-topic", () -> admin.createTopics(List.of(new NewTopic(prefix + "-" + scenario + "-new", 1, (short) 1)))
+                    .all().get(10, TimeUnit.SECONDS));
+            secureOp("delete-topic", () -> admin.deleteTopics(List.of(topic(0))).all().get(10, TimeUnit.SECONDS));
         }
     }
 
@@ -860,6 +970,7 @@ public final class ConformanceClient {
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "15000");
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        secure(p);
         return Admin.create(p);
     }
 
@@ -869,6 +980,7 @@ public final class ConformanceClient {
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "20000");
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "10000");
+        secure(p);
         p.putAll(extra);
         return new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
     }
@@ -881,6 +993,7 @@ public final class ConformanceClient {
         p.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, "2000000");
         p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "15000");
+        secure(p);
         p.putAll(extra);
         return new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
     }
