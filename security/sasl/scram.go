@@ -147,7 +147,10 @@ func (s *scramExchange) clientFinal(token []byte) ([]byte, error) {
 	if cb, _ := base64.StdEncoding.DecodeString(fields[0][len("c="):]); string(cb) != s.gs2 {
 		return nil, s.fail(fmt.Errorf("%w: channel binding is not the gs2 header", ErrMalformed))
 	}
-	if !strings.HasSuffix(fields[1][len("r="):], s.nonce) {
+	// Exactly the combined nonce, as RFC 5802 says and Kafka checks since
+	// CVE-2024-56128 (Kafka 3.9.1, 4.0): librdkafka before 2.10 sends its
+	// own nonce again in front and is refused by Kafka and here alike.
+	if fields[1][len("r="):] != s.nonce {
 		return nil, s.fail(fmt.Errorf("%w: invalid client nonce in the final client message", ErrMalformed))
 	}
 	proof, _ := base64.StdEncoding.DecodeString(fields[len(fields)-1][len("p="):])
