@@ -21,6 +21,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kafgres/kafgres/broker/apierr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -51,7 +52,7 @@ func handleFindCoordinator(_ context.Context, b *Broker, cc *conn, req *kmsg.Fin
 		resp.ErrorCode, resp.NodeID = err.Code, -1
 		msg := err.Message
 		if err != coordinatorKeyError(req.CoordinatorType) {
-			msg = err.Description // Kafka's prepareOldResponse: Errors.message()
+			msg = apierr.DefaultMessage(err) // Kafka's prepareOldResponse: Errors.message()
 		}
 		resp.ErrorMessage = &msg
 		return resp, nil

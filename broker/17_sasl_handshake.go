@@ -6,8 +6,8 @@ package broker
 //   - on a SASL listener before authentication (sasl_conn.go): an enabled
 //     mechanism gets error 0 and the listener's enabled mechanisms, and the
 //     exchange starts; any other name gets UNSUPPORTED_SASL_MECHANISM with
-//     the same list and the connection is closed after
-//     connection.failed.authentication.delay.ms. Names match
+//     the same list, sent after connection.failed.authentication.delay.ms,
+//     and the connection is closed. Names match
 //     case-sensitively, as in Kafka. SCRAM-SHA-512 is never enabled
 //     (Postgres keeps SCRAM-SHA-256 verifiers only); PLAIN only on SASL_SSL
 //   - re-authentication (KIP-368) with another mechanism than the session's

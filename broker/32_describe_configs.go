@@ -47,7 +47,7 @@ func handleDescribeConfigs(ctx context.Context, b *Broker, cc *conn, req *kmsg.D
 		res := kmsg.NewDescribeConfigsResponseResource()
 		res.ResourceType, res.ResourceName = r.ResourceType, r.ResourceName
 		if code := b.configsDenied(cc, r.ResourceType, r.ResourceName, kmsg.ACLOperationDescribeConfigs); code != nil {
-			msg := code.Description
+			msg := apierr.DefaultMessage(code)
 			res.ErrorCode, res.ErrorMessage, res.Configs = code.Code, &msg, []kmsg.DescribeConfigsResponseResourceConfig{}
 			denied = append(denied, res)
 			continue

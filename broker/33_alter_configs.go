@@ -136,7 +136,7 @@ func (b *Broker) alterConfigsDenied(cc *conn, rt kmsg.ConfigResourceType, name s
 	case e == nil:
 		return nil
 	case withMessage:
-		return apierr.New(e, "%s", e.Description)
+		return apierr.New(e, "%s", apierr.DefaultMessage(e))
 	}
 	return apierr.WithoutMessage(e)
 }

@@ -7,8 +7,9 @@ package broker
 //     sasl_conn.go): the auth bytes step the exchange (security/sasl:
 //     SCRAM-SHA-256 or PLAIN against the role's verifier in pg_authid) and
 //     the server's bytes come back; a failure is answered with
-//     SASL_AUTHENTICATION_FAILED and Kafka's message, and the connection is
-//     closed after connection.failed.authentication.delay.ms
+//     SASL_AUTHENTICATION_FAILED and Kafka's message after
+//     connection.failed.authentication.delay.ms, then the connection is
+//     closed (as Kafka, which answers when its delayed close comes due)
 //   - on success the session lifetime is the shorter of
 //     connections.max.reauth.ms (when above 0) and the time left until the
 //     role's VALID UNTIL (when set); 0 when neither applies

@@ -86,7 +86,7 @@ func (b *Broker) alterQuotaEntry(ctx context.Context, e quotaEntity, ops []kmsg.
 func deniedAlterClientQuotas(r kmsg.Request, code int16, _ *string) kmsg.Response {
 	req := r.(*kmsg.AlterClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
-	msg := kerr.ErrorForCode(code).(*kerr.Error).Description
+	msg := apierr.DefaultMessage(kerr.ErrorForCode(code).(*kerr.Error))
 	for _, e := range req.Entries {
 		re := kmsg.NewAlterClientQuotasResponseEntry()
 		re.ErrorCode, re.ErrorMessage = code, &msg

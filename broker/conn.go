@@ -74,9 +74,9 @@ type response struct {
 	// bare size-prefixed frame, no Kafka header.
 	token   []byte
 	isToken bool
-	// closeAfter ends the connection once this response (if any) is
-	// written and Config.FailedAuthDelay has passed, as Kafka closes
-	// after a failed authentication.
+	// closeAfter ends the connection once Config.FailedAuthDelay has
+	// passed and this response (if any) is written, as Kafka answers and
+	// closes after a failed authentication.
 	closeAfter bool
 }
 
@@ -484,8 +484,11 @@ func (b *Broker) dispatch(ctx context.Context, cc *conn, req request) (resp kmsg
 }
 
 // writeResponses writes responses in order. A peer that reads nothing for
-// idle (connections.max.idle.ms) while a response waits is dropped. After
-// a response that closes the connection it waits closeDelay and returns.
+// idle (connections.max.idle.ms) while a response waits is dropped. A
+// response that closes the connection (a failed authentication) is held
+// for closeDelay, then written, and the connection ends: Kafka sends the
+// failure's answer when its delayed close comes due, so a client learns of
+// a wrong password no sooner than connection.failed.authentication.delay.ms.
 func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, closeDelay time.Duration) error {
 	bw := bufio.NewWriterSize(cc.nc, 64<<10)
 	var buf []byte
@@ -493,6 +496,13 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, cl
 		if r.wait != nil {
 			select {
 			case <-r.wait:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if r.closeAfter {
+			select {
+			case <-time.After(closeDelay):
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -513,14 +523,7 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, cl
 			return err
 		}
 		if r.closeAfter {
-			if err := bw.Flush(); err != nil {
-				return err
-			}
-			select {
-			case <-time.After(closeDelay):
-			case <-ctx.Done():
-			}
-			return nil
+			return bw.Flush()
 		}
 		if cap(buf) > maxKeptResponseBuffer {
 			buf = nil // one large response must not pin its buffer for the connection's life

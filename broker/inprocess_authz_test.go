@@ -194,6 +194,15 @@ func TestAuthzGroups(t *testing.T) {
 		t.Errorf("find coordinator: %d %d", fr.Coordinators[0].ErrorCode, fr.Coordinators[1].ErrorCode)
 	}
 
+	// before v4 the answer has a message: Kafka's Errors.message(), which
+	// librdkafka shows ("FindCoordinator response error: <message>")
+	fc3 := kmsg.NewPtrFindCoordinatorRequest()
+	fc3.Version, fc3.CoordinatorKey = 3, "g2"
+	fr3 := alice.do(fc3).(*kmsg.FindCoordinatorResponse)
+	if fr3.ErrorCode != kerr.GroupAuthorizationFailed.Code || fr3.ErrorMessage == nil || *fr3.ErrorMessage != "Group authorization failed." {
+		t.Errorf("find coordinator v3: %d %v, want GROUP_AUTHORIZATION_FAILED \"Group authorization failed.\"", fr3.ErrorCode, fr3.ErrorMessage)
+	}
+
 	dg := kmsg.NewPtrDescribeGroupsRequest()
 	dg.Groups, dg.IncludeAuthorizedOperations = []string{"g1", "g2"}, true
 	dr := alice.do(tb.latest(dg)).(*kmsg.DescribeGroupsResponse)
@@ -240,6 +249,15 @@ func TestAuthzTopicAdmin(t *testing.T) {
 	}
 	if cr.Topics[1].ErrorCode != kerr.TopicAuthorizationFailed.Code || cr.Topics[1].ErrorMessage == nil || *cr.Topics[1].ErrorMessage != "Authorization failed." {
 		t.Errorf("create hidden: %v, want TOPIC_AUTHORIZATION_FAILED without TOPIC_ALREADY_EXISTS", kerr.ErrorForCode(cr.Topics[1].ErrorCode))
+	}
+
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dcr := kmsg.NewDescribeConfigsRequestResource()
+	dcr.ResourceType, dcr.ResourceName = kmsg.ConfigResourceTypeTopic, "hidden"
+	dc.Resources = append(dc.Resources, dcr)
+	dcres := alice.do(tb.latest(dc)).(*kmsg.DescribeConfigsResponse).Resources[0]
+	if dcres.ErrorCode != kerr.TopicAuthorizationFailed.Code || dcres.ErrorMessage == nil || *dcres.ErrorMessage != "Topic authorization failed." {
+		t.Errorf("describe configs hidden: %d %v, want TOPIC_AUTHORIZATION_FAILED \"Topic authorization failed.\"", dcres.ErrorCode, dcres.ErrorMessage)
 	}
 
 	dt := kmsg.NewPtrDeleteTopicsRequest()

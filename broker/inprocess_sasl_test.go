@@ -278,6 +278,26 @@ func TestSASLFailures(t *testing.T) {
 	}
 }
 
+// TestSASLFailureAnswerDelayed: the failure's answer itself waits for
+// connection.failed.authentication.delay.ms, as Kafka sends it only when
+// its delayed close comes due, so a client learns of a wrong password no
+// sooner than that.
+func TestSASLFailureAnswerDelayed(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	lb := startListenerBroker(t, saslListener(), memWithAlice(), func(c *Config) { c.FailedAuthDelay = delay }, nil)
+	c := lb.dialListener(t, "SASL_PLAINTEXT")
+	handshake(t, c, 1, "SCRAM-SHA-256")
+	start := time.Now()
+	resp := scramLogin(t, c, 1, "alice", "wrong")
+	if resp.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("wrong password: code %d", resp.ErrorCode)
+	}
+	if took := time.Since(start); took < delay {
+		t.Errorf("the failure was answered after %v, before the %v delay", took, delay)
+	}
+	expectClosed(t, c)
+}
+
 func TestSASLMechanismRefused(t *testing.T) {
 	lb := startListenerBroker(t, saslListener(), memWithAlice(), nil, nil)
 	for _, mech := range []string{"PLAIN", "SCRAM-SHA-512", "scram-sha-256"} {

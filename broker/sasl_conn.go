@@ -10,8 +10,9 @@ package broker
 //     other request closes the connection without an answer, except during
 //     SaslAuthenticate with v1 headers, where it gets its own error
 //     response with ILLEGAL_SASL_STATE before the close;
-//   - a failed exchange is answered (v1+) and the connection closed after
-//     connection.failed.authentication.delay.ms;
+//   - a failed exchange is answered (v1+) after
+//     connection.failed.authentication.delay.ms, then the connection is
+//     closed (Kafka sends the answer when its delayed close comes due);
 //   - afterwards, a SaslHandshake starts re-authentication (KIP-368) when
 //     the session has a lifetime and the last re-authentication began at
 //     least a second ago; any other request once the lifetime is over

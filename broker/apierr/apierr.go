@@ -66,3 +66,19 @@ func (e *Error) NullableMessage() *string {
 	msg := e.msg
 	return &msg
 }
+
+// DefaultMessage is the message Kafka sends with kind when the answer
+// carries no message of its own: its Errors.message(). That is franz-go's
+// description of the code, except for the authorization failures, where
+// franz-go prefixes the exception's text; clients print these verbatim.
+func DefaultMessage(kind *kerr.Error) string {
+	switch kind.Code {
+	case kerr.TopicAuthorizationFailed.Code:
+		return "Topic authorization failed."
+	case kerr.GroupAuthorizationFailed.Code:
+		return "Group authorization failed."
+	case kerr.TransactionalIDAuthorizationFailed.Code:
+		return "Transactional Id authorization failed."
+	}
+	return kind.Description
+}

@@ -35,11 +35,24 @@ LOCAL_NAMES = {
     # local timeouts are not broker answers: keep them visibly non-protocol
     KafkaError._MSG_TIMED_OUT: "CLIENT_TIMEOUT",
     KafkaError._TIMED_OUT: "CLIENT_TIMEOUT",
+    # the broker refused the SASL login (SaslAuthenticate's error, which
+    # librdkafka reports as "SASL authentication error: <broker's message>")
+    KafkaError._AUTHENTICATION: "SASL_AUTHENTICATION_FAILED",
 }
+
+
+class OpError(Exception):
+    """An operation's failure already named (a delivery report's error)."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.name = name
 
 
 def error_name(err):
     """Protocol error name for a KafkaError, a KafkaException or another exception."""
+    if isinstance(err, OpError):
+        return err.name
     if isinstance(err, KafkaException):
         err = err.args[0] if err.args and isinstance(err.args[0], KafkaError) else err
     if isinstance(err, KafkaError):
@@ -64,6 +77,23 @@ def text(b):
 
 
 class Ctx(Scenario):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.security = {}
+        self.client_errors = []  # error_cb's errors, in order
+
+    def security_config(self):
+        """librdkafka settings for the runner's security flags (PROTOCOL.md
+        "Security"); none for PLAINTEXT."""
+        s = self.security
+        if s.get("protocol") in (None, "PLAINTEXT"):
+            return {}
+        cfg = {"security.protocol": s["protocol"], "sasl.mechanisms": s["mechanism"],
+               "sasl.username": s["username"], "sasl.password": s["password"]}
+        if s["protocol"] == "SASL_SSL":
+            cfg["ssl.ca.location"] = s["ca_file"]
+        return cfg
+
     def left(self, cap):
         """Seconds left in this scenario's budget, at most cap."""
         return max(0.1, min(cap, self.deadline - time.monotonic()))
@@ -71,6 +101,7 @@ class Ctx(Scenario):
     def producer(self, **cfg):
         base = {"bootstrap.servers": self.bootstrap, "acks": "all",
                 "message.timeout.ms": 10000, "error_cb": self.on_error}
+        base.update(self.security_config())
         base.update(cfg)
         return Producer(base)
 
@@ -82,15 +113,19 @@ class Ctx(Scenario):
                 "enable.auto.commit": False, "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest", "fetch.wait.max.ms": 200,
                 "error_cb": self.on_error}
+        base.update(self.security_config())
         base.update(cfg)
         return Consumer(base)
 
     def admin(self):
-        return AdminClient({"bootstrap.servers": self.bootstrap, "error_cb": self.on_error})
+        return AdminClient({"bootstrap.servers": self.bootstrap, "error_cb": self.on_error,
+                            **self.security_config()})
 
     def on_error(self, err):
-        # client-level errors (connection trouble, ...): logged, not observed
+        # client-level errors (connection trouble, ...): logged, observed
+        # only where a scenario asks for them (a refused SASL login)
         log("%s: client error: %s" % (self.name, err))
+        self.client_errors.append(err)
 
 
 def produce(ctx, records, topic=None, **cfg):
@@ -482,6 +517,171 @@ SCENARIOS.update({
     "group-describe": s_group_describe,
     "group-list": s_group_list,
     "group-errors": s_group_errors,
+})
+
+
+# ---------------------------------------------------------------- security
+# PROTOCOL.md "Security": SASL logins that succeed or fail, and the eight
+# operations of acl-denied and acl-allowed; how to connect comes from the
+# runner's flags (Ctx.security_config).
+
+def produce_one(ctx, cap=10, **cfg):
+    """One record key k value v to partition 0 with librdkafka's default
+    producer: (offset, error name)."""
+    p = ctx.producer(**{"message.timeout.ms": int(cap * 1000), **cfg})
+    res = {}
+
+    def on_delivery(err, msg):
+        res["err"], res["offset"] = err, msg.offset()
+
+    try:
+        p.produce(ctx.topic, key=b"k", value=b"v", partition=0, on_delivery=on_delivery)
+    except (KafkaException, BufferError) as e:  # refused before any request
+        return None, error_name(e)
+    if p.flush(ctx.left(cap + 2)) > 0 or not res:
+        return None, "CLIENT_TIMEOUT"
+    if res["err"] is not None:
+        return None, error_name(res["err"])
+    return res["offset"], None
+
+
+def fetch_first(ctx, cap=8):
+    """Partition 0 of topic 0 from offset 0 without joining a group, until
+    a record or an error: (message, error name)."""
+    c = ctx.consumer()
+    try:
+        c.assign([TopicPartition(ctx.topic, 0, OFFSET_BEGINNING)])
+        end = min(ctx.deadline, time.monotonic() + cap)
+        while time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error() and m.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED and m.topic() is None:
+                # the coordinator lookup of the group.id librdkafka insists
+                # on (Ctx.consumer): not part of a group-less fetch
+                log("%s: fetch: ignoring the unused group's %s" % (ctx.name, m.error()))
+                continue
+            if m.error():
+                return None, error_name(m.error())
+            return m, None
+        return None, "CLIENT_TIMEOUT"
+    finally:
+        c.close()
+
+
+def s_sasl_ok(ctx):
+    off, err = produce_one(ctx)
+    if err:
+        ctx.emit({"op": "produce", "error": err})
+        return
+    ctx.emit({"op": "produce", "error": None, "offset": off})
+    m, err = fetch_first(ctx, cap=15)
+    if err:
+        ctx.emit({"op": "consume", "error": err})
+        return
+    ctx.emit({"op": "consume", "offset": m.offset(), "key": text(m.key()), "value": text(m.value())})
+
+
+def s_sasl_refused(ctx):
+    """List topics (Metadata) with credentials the broker must refuse.
+    librdkafka retries the login and reports each refusal to error_cb; the
+    call itself ends in a local failure (_TRANSPORT), so the observation is
+    what error_cb saw first."""
+    a = ctx.admin()
+    try:
+        a.list_topics(timeout=ctx.left(10))
+        ctx.emit({"op": "connect", "error": None})
+    except KafkaException as e:
+        a.poll(0)  # error_cb runs only from poll()
+        first = ctx.client_errors[0] if ctx.client_errors else e
+        ctx.emit({"op": "connect", "error": error_name(first)})
+
+
+def s_acl_ops(ctx):
+    """The eight operations of acl-denied and acl-allowed in PROTOCOL.md's
+    order, one {op, error} each."""
+    def op(name, fn):
+        try:
+            fn()
+            ctx.emit({"op": name, "error": None})
+        except Exception as e:
+            log("%s: %s: %r" % (ctx.name, name, e))
+            ctx.emit({"op": name, "error": error_name(e)})
+
+    def check(err):
+        if err:
+            raise OpError(err)
+
+    def produce_op():
+        check(produce_one(ctx, cap=6)[1])
+
+    def fetch_op():
+        check(fetch_first(ctx)[1])
+
+    a = ctx.admin()
+
+    def metadata_op():
+        a.describe_topics(TopicCollection([ctx.topic]), request_timeout=ctx.left(8))[ctx.topic].result()
+
+    def group_join_op():
+        c = group_member(ctx)
+        try:
+            end = min(ctx.deadline, time.monotonic() + 8)
+            while not c.assignment():
+                if time.monotonic() > end:
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+                m = c.poll(0.2)
+                if m is not None and m.error():
+                    raise KafkaException(m.error())
+        finally:
+            c.close()
+
+    def offset_commit_op():
+        # the admin API's commit (OffsetCommit as a group-less member, as
+        # franz's): the consumer's commit only says "waiting for
+        # coordinator" when the group's FindCoordinator is denied
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        req = ConsumerGroupTopicPartitions(group_id(ctx), [TopicPartition(ctx.topic, 0, 0)])
+        res = a.alter_consumer_group_offsets([req], request_timeout=ctx.left(8))[group_id(ctx)].result()
+        for tp in res.topic_partitions:
+            if tp.error:
+                raise KafkaException(tp.error)
+
+    def describe_configs_op():
+        from confluent_kafka.admin import ConfigResource, ResourceType
+        res = ConfigResource(ResourceType.TOPIC, ctx.topic)
+        for f in a.describe_configs([res], request_timeout=ctx.left(8)).values():
+            f.result()
+
+    def create_topic_op():
+        from confluent_kafka.admin import NewTopic
+        name = "%s-%s-new" % (ctx.prefix, ctx.name)
+        for f in a.create_topics([NewTopic(name, 1, 1)], request_timeout=ctx.left(8)).values():
+            f.result()
+
+    def delete_topic_op():
+        for f in a.delete_topics([ctx.topic], request_timeout=ctx.left(8)).values():
+            f.result()
+
+    op("produce", produce_op)
+    op("fetch", fetch_op)
+    op("metadata", metadata_op)
+    op("group-join", group_join_op)
+    op("offset-commit", offset_commit_op)
+    op("describe-configs", describe_configs_op)
+    op("create-topic", create_topic_op)
+    op("delete-topic", delete_topic_op)
+
+
+SCENARIOS.update({
+    "sasl-scram-ok": s_sasl_ok,
+    "sasl-ssl-scram-ok": s_sasl_ok,
+    "sasl-ssl-plain-ok": s_sasl_ok,
+    "sasl-bad-password": s_sasl_refused,
+    "sasl-unknown-user": s_sasl_refused,
+    "acl-denied": s_acl_ops,
+    "acl-allowed": s_acl_ops,
+    "kafka-acls": lambda ctx: ctx.emit({"skip": "a kafka-acls.sh scenario (java-tools)"}),
 })
 
 

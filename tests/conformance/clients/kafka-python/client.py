@@ -22,7 +22,7 @@ BASE_TS = 1700000000000
 # errno to the name the protocol uses today (Kafka's Errors enum).
 # The error-name table is shared with the other Python clients.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from protocol import PROTOCOL_NAMES, SCENARIO_SECONDS, Scenario, main  # noqa: E402
+from protocol import PROTOCOL_NAMES, SCENARIO_SECONDS, Scenario, log, main  # noqa: E402
 
 
 class ScenarioTimeout(Exception):
@@ -31,6 +31,8 @@ class ScenarioTimeout(Exception):
 
 def error_name(exc):
     """Protocol error name for an exception kafka-python raised or returned."""
+    if isinstance(exc, CodeError):
+        return code_name(exc.code)
     if isinstance(exc, Errors.BrokerResponseError) and exc.errno is not None:
         return PROTOCOL_NAMES.get(exc.errno, "ERROR_%d" % exc.errno)
     if isinstance(exc, (Errors.KafkaTimeoutError, ScenarioTimeout)):
@@ -58,6 +60,22 @@ def text(b):
 
 
 class Ctx(Scenario):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.security = {}
+
+    def security_config(self):
+        """kafka-python settings for the runner's security flags (PROTOCOL.md
+        "Security"); none for PLAINTEXT."""
+        s = self.security
+        if s.get("protocol") in (None, "PLAINTEXT"):
+            return {}
+        cfg = dict(security_protocol=s["protocol"], sasl_mechanism=s["mechanism"],
+                   sasl_plain_username=s["username"], sasl_plain_password=s["password"])
+        if s["protocol"] == "SASL_SSL":
+            cfg["ssl_cafile"] = s["ca_file"]
+        return cfg
+
     def left_ms(self, cap_ms):
         return max(100, min(cap_ms, int((self.deadline - time.monotonic()) * 1000)))
 
@@ -67,6 +85,7 @@ class Ctx(Scenario):
                     # idempotence is kafka-python's default on new brokers;
                     # only the idempotent-producer scenario asks for it.
                     enable_idempotence=False)
+        base.update(self.security_config())
         base.update(cfg)
         return KafkaProducer(**base)
 
@@ -76,11 +95,13 @@ class Ctx(Scenario):
                     enable_auto_commit=False, auto_offset_reset="earliest",
                     allow_auto_create_topics=False, request_timeout_ms=10000,
                     fetch_max_wait_ms=200)
+        base.update(self.security_config())
         base.update(cfg)
         return KafkaConsumer(**base)
 
     def admin(self):
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000)
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000,
+                                **self.security_config())
 
 
 def produce(ctx, records, topic=None, **cfg):
@@ -338,7 +359,8 @@ def s_empty_topic(ctx):
 def s_api_versions(ctx):
     # KafkaClient learns the broker's ranges from ApiVersions when it connects.
     from kafka import KafkaClient
-    client = KafkaClient(bootstrap_servers=ctx.bootstrap, request_timeout_ms=10000)
+    client = KafkaClient(bootstrap_servers=ctx.bootstrap, request_timeout_ms=10000,
+                         **ctx.security_config())
     try:
         client.check_version(timeout=10)
         versions = client.get_api_versions()
@@ -385,6 +407,7 @@ def group_member(ctx, **cfg):
                 enable_auto_commit=False, auto_offset_reset="earliest",
                 request_timeout_ms=15000, fetch_max_wait_ms=200,
                 session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    base.update(ctx.security_config())
     base.update(cfg)
     c = KafkaConsumer(**base)
     c.subscribe([ctx.topic])
@@ -492,6 +515,209 @@ SCENARIOS.update({
     "group-describe": s_group_describe,
     "group-list": s_group_list,
     "group-errors": s_group_errors,
+})
+
+
+# ---------------------------------------------------------------- security
+# PROTOCOL.md "Security": SASL logins that succeed or fail, and the eight
+# operations of acl-denied and acl-allowed; how to connect comes from the
+# runner's flags (Ctx.security_config).
+
+class CodeError(Exception):
+    """A broker's error code found in a response kafka-python returns
+    without raising."""
+
+    def __init__(self, code):
+        super().__init__(code_name(code))
+        self.code = code
+
+
+def check_code(code):
+    if code:
+        raise CodeError(code)
+
+
+def fetch_first(ctx, cap_ms=8000):
+    """Partition 0 of topic 0 from offset 0 without a group, until a record
+    (returned) or an error (raised)."""
+    c = ctx.consumer()
+    tp = TopicPartition(ctx.topic, 0)
+    try:
+        c.assign([tp])
+        c.seek(tp, 0)
+        end = time.monotonic() + ctx.left_ms(cap_ms) / 1000
+        while time.monotonic() < end:
+            for recs in c.poll(timeout_ms=200).values():
+                if recs:
+                    return recs[0]
+        raise ScenarioTimeout()
+    finally:
+        c.close(autocommit=False)
+
+
+def s_sasl_ok(ctx):
+    p = ctx.producer()
+    try:
+        md = p.send(ctx.topic, key=b"k", value=b"v", partition=0).get(timeout=ctx.left_ms(10000) / 1000)
+    except Exception as e:
+        ctx.emit({"op": "produce", "error": error_name(e)})
+        return
+    finally:
+        p.close(timeout=5)
+    ctx.emit({"op": "produce", "error": None, "offset": md.offset})
+    try:
+        r = fetch_first(ctx, cap_ms=15000)
+    except Exception as e:
+        ctx.emit({"op": "consume", "error": error_name(e)})
+        return
+    ctx.emit({"op": "consume", "offset": r.offset, "key": text(r.key), "value": text(r.value)})
+
+
+class BrokerErrorLog(logging.Handler):
+    """Collects the broker errors kafka-python's connections close with:
+    a refused SASL login (SaslAuthenticate's error code) reaches the
+    application only through kafka.conn's log ("Closing connection. <error>"),
+    while the call that needed the connection ends in a local error."""
+
+    def __init__(self):
+        super().__init__()
+        self.errors = []
+
+    def emit(self, record):
+        for arg in record.args if isinstance(record.args, tuple) else ():
+            if isinstance(arg, Errors.BrokerResponseError):
+                self.errors.append(arg)
+
+
+def s_sasl_refused(ctx):
+    """List topics (Metadata) with credentials the broker must refuse."""
+    seen = BrokerErrorLog()
+    conn_log = logging.getLogger("kafka.conn")
+    conn_log.addHandler(seen)
+    try:
+        a = ctx.admin()
+        try:
+            a.list_topics()
+        finally:
+            a.close()
+        ctx.emit({"op": "connect", "error": None})
+    except Exception as e:
+        log("%s: %r" % (ctx.name, e))
+        ctx.emit({"op": "connect", "error": error_name(seen.errors[0] if seen.errors else e)})
+    finally:
+        conn_log.removeHandler(seen)
+
+
+def s_acl_ops(ctx):
+    """The eight operations of acl-denied and acl-allowed in PROTOCOL.md's
+    order, one {op, error} each."""
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+    from kafka.structs import OffsetAndMetadata
+
+    def op(name, fn):
+        try:
+            fn()
+            ctx.emit({"op": name, "error": None})
+        except Exception as e:
+            log("%s: %s: %r" % (ctx.name, name, e))
+            ctx.emit({"op": name, "error": error_name(e)})
+
+    def produce_op():
+        # kafka-python's default producer: idempotent on brokers that can
+        p = ctx.producer(enable_idempotence=True, max_block_ms=6000, request_timeout_ms=6000)
+        try:
+            p.send(ctx.topic, key=b"k", value=b"v", partition=0).get(timeout=ctx.left_ms(8000) / 1000)
+        finally:
+            p.close(timeout=5)
+
+    def metadata_op():
+        # Metadata v7 through kafka-python's own client and codec:
+        # describe_topics asks (v8) for the authorized operations too and
+        # then fails parsing the "not authorized" sentinel (INT32_MIN) that
+        # comes with a denied topic
+        from kafka.protocol.metadata import MetadataRequest
+        a = ctx.admin()
+        try:
+            version = a._client.api_version(MetadataRequest, max_version=7)
+            resp = a.send_request(MetadataRequest[version](topics=[ctx.topic], allow_auto_topic_creation=False))
+        finally:
+            a.close()
+        (t,) = resp.to_object()["topics"]
+        check_code(t["error_code"])
+
+    def group_join_op():
+        c = group_member(ctx)
+        try:
+            end = time.monotonic() + ctx.left_ms(8000) / 1000
+            while not c.assignment():
+                if time.monotonic() > end:
+                    raise ScenarioTimeout()
+                c.poll(timeout_ms=200)
+        finally:
+            c.close(autocommit=False)
+
+    def offset_commit_op():
+        # the consumer's commit of an explicit offset, as the Java client's
+        # commitSync: the group by name, never joined
+        c = ctx.consumer(group_id=group_id(ctx), request_timeout_ms=15000)
+        tp = TopicPartition(ctx.topic, 0)
+        try:
+            c.assign([tp])
+            try:
+                om = OffsetAndMetadata(0, "", -1)
+            except TypeError:  # older structs without leader epoch
+                om = OffsetAndMetadata(0, "")
+            c.commit({tp: om})
+        finally:
+            c.close(autocommit=False)
+
+    def describe_configs_op():
+        a = ctx.admin()
+        try:
+            resps = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, ctx.topic)])
+        finally:
+            a.close()
+        for resp in resps:
+            for res in resp.resources:
+                check_code(res[0])
+
+    def create_topic_op():
+        a = ctx.admin()
+        try:
+            resp = a.create_topics([NewTopic("%s-%s-new" % (ctx.prefix, ctx.name), 1, 1)])
+        finally:
+            a.close()
+        for t in resp.topic_errors:
+            check_code(t[1])
+
+    def delete_topic_op():
+        a = ctx.admin()
+        try:
+            resp = a.delete_topics([ctx.topic])
+        finally:
+            a.close()
+        for t in resp.topic_error_codes:
+            check_code(t[1])
+
+    op("produce", produce_op)
+    op("fetch", lambda: fetch_first(ctx))
+    op("metadata", metadata_op)
+    op("group-join", group_join_op)
+    op("offset-commit", offset_commit_op)
+    op("describe-configs", describe_configs_op)
+    op("create-topic", create_topic_op)
+    op("delete-topic", delete_topic_op)
+
+
+SCENARIOS.update({
+    "sasl-scram-ok": s_sasl_ok,
+    "sasl-ssl-scram-ok": s_sasl_ok,
+    "sasl-ssl-plain-ok": s_sasl_ok,
+    "sasl-bad-password": s_sasl_refused,
+    "sasl-unknown-user": s_sasl_refused,
+    "acl-denied": s_acl_ops,
+    "acl-allowed": s_acl_ops,
+    "kafka-acls": lambda ctx: ctx.emit({"skip": "a kafka-acls.sh scenario (java-tools)"}),
 })
 
 

@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,8 +59,21 @@ def load_error_strings():
         else:
             name = "CLIENT_" + rdname.lstrip("_")
         table.append((s, name))
+    # Where librdkafka passes the broker's error message through instead of
+    # its own text ("FindCoordinator response error: <message>"), the
+    # message is Kafka's Errors.message() of the code.
+    for code, s in BROKER_MESSAGES.items():
+        table.append((s, PROTOCOL_NAMES[code]))
     table.sort(key=lambda t: -len(t[0]))
     return table
+
+
+# Kafka's Errors.message() of the codes the secure scenarios meet.
+BROKER_MESSAGES = {
+    29: "Topic authorization failed.",
+    30: "Group authorization failed.",
+    31: "Cluster authorization failed.",
+}
 
 
 ERROR_STRINGS = load_error_strings()
@@ -75,10 +89,26 @@ def error_from_text(text):
 
 
 class Ctx(Scenario):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.security = {}
+
+    def security_args(self):
+        """kcat -X settings for the runner's security flags (PROTOCOL.md
+        "Security"); none for PLAINTEXT."""
+        s = self.security
+        if s.get("protocol") in (None, "PLAINTEXT"):
+            return []
+        cfg = {"security.protocol": s["protocol"], "sasl.mechanisms": s["mechanism"],
+               "sasl.username": s["username"], "sasl.password": s["password"]}
+        if s["protocol"] == "SASL_SSL":
+            cfg["ssl.ca.location"] = s["ca_file"]
+        return [a for k, v in cfg.items() for a in ("-X", "%s=%s" % (k, v))]
+
     def kcat(self, args, stdin=b"", cap=15):
         """Run kcat; returns (rc, stdout, stderr lines). Bounded by the
         scenario's time budget (rc None when it had to be killed)."""
-        cmd = [KCAT, "-b", self.bootstrap] + args
+        cmd = [KCAT, "-b", self.bootstrap] + self.security_args() + args
         left = max(1, min(cap, self.deadline - time.monotonic()))
         try:
             p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=left)
@@ -87,14 +117,19 @@ class Ctx(Scenario):
             rc, out, err = None, e.stdout or b"", e.stderr or b""
         err = err.decode("utf-8", "replace")
         if err.strip():
-            log("%s: %s: %s" % (self.name, " ".join(cmd[:8]), err.strip()))
+            log("%s: %s: %s" % (self.name, " ".join([KCAT] + args[:6]), err.strip()))
         return rc, out, err.splitlines()
 
     def errors(self, lines):
         """Distinct protocol names of kcat's error lines, in order."""
         names = []
         for line in lines:
-            if "ERROR" in line or "failed" in line:
+            if "SASL authentication error" in line:
+                # librdkafka's report of SaslAuthenticate's error (the
+                # broker's message follows), its _AUTHENTICATION code
+                if "SASL_AUTHENTICATION_FAILED" not in names:
+                    names.append("SASL_AUTHENTICATION_FAILED")
+            elif "ERROR" in line or "failed" in line:
                 name = error_from_text(line)
                 if name not in names:
                     names.append(name)
@@ -325,6 +360,103 @@ SCENARIOS = {
     "offset-out-of-range": s_offset_out_of_range,
     "empty-topic": s_empty_topic,
 }
+
+
+# ---------------------------------------------------------------- security
+# PROTOCOL.md "Security": SASL logins that succeed or fail, and what kcat
+# can do of the eight operations of acl-denied and acl-allowed; how to
+# connect comes from the runner's flags (Ctx.security_args). Debian's
+# librdkafka (2.0.2) sends a SCRAM client-final nonce that Kafka 4.4 (and
+# kafgres) refuse, so its SCRAM logins fail on both brokers.
+
+def produce_one(ctx, cap=10):
+    """kcat -P of one record key k value v to partition 0: (offset, first
+    error name). The offset comes from kcat's delivery report (-vvv)."""
+    args = ["-P", "-t", ctx.topic, "-p", "0", "-K", ":", "-X", "message.timeout.ms=%d" % (cap * 1000),
+            "-v", "-v", "-v"]
+    rc, _, err = ctx.kcat(args, stdin=b"k:v\n", cap=cap + 5)
+    names = ctx.errors(err)
+    if names:
+        return None, names[0]
+    if rc is None:
+        return None, "CLIENT_TIMEOUT"
+    for line in err:
+        m = re.search(r"Message delivered to partition \d+ \(offset (\d+)\)", line)
+        if m:
+            return int(m.group(1)), None
+    return None, "CLIENT_ERROR"
+
+
+def fetch_first(ctx, cap=8):
+    """kcat -C of partition 0 from offset 0 (no group) until one record or
+    an error: (record envelope, first error name). Without -q, which would
+    also silence librdkafka's report of a refused login."""
+    rc, out, err = ctx.kcat(["-C", "-J", "-t", ctx.topic, "-p", "0", "-o", "0", "-c", "1"], cap=cap)
+    names = ctx.errors(err)
+    if names:
+        return None, names[0]
+    recs = [json.loads(l) for l in out.decode("utf-8", "replace").splitlines() if l.strip()]
+    if recs:
+        return recs[0], None
+    return None, "CLIENT_TIMEOUT" if rc is None else "CLIENT_ERROR"
+
+
+def s_sasl_ok(ctx):
+    off, err = produce_one(ctx)
+    if err:
+        ctx.emit({"op": "produce", "error": err})
+        return
+    ctx.emit({"op": "produce", "error": None, "offset": off})
+    r, err = fetch_first(ctx, cap=15)
+    if err:
+        ctx.emit({"op": "consume", "error": err})
+        return
+    ctx.emit({"op": "consume", "offset": r["offset"], "key": r["key"], "value": r["payload"]})
+
+
+def s_sasl_refused(ctx):
+    """kcat -L (Metadata) with credentials the broker must refuse."""
+    _, err = metadata(ctx, ctx.topic)
+    ctx.emit({"op": "connect", "error": err})
+
+
+def s_acl_ops(ctx):
+    """What kcat can do of acl-denied's and acl-allowed's operations, in
+    PROTOCOL.md's order: produce, fetch, metadata and group-join. kcat has
+    no request for offset-commit (it commits only what its group member
+    consumed), describe-configs, create-topic or delete-topic, so those
+    four are not observed."""
+    _, err = produce_one(ctx, cap=6)
+    ctx.emit({"op": "produce", "error": err})
+    _, err = fetch_first(ctx)
+    ctx.emit({"op": "fetch", "error": err})
+    _, err = metadata(ctx, ctx.topic)
+    ctx.emit({"op": "metadata", "error": err})
+    # a balanced consumer (-G, the classic protocol in librdkafka 2.0) that
+    # exits at the end of what it was assigned (-e); -v prints the
+    # assignment
+    group = "%s-%s-g" % (ctx.prefix, ctx.name)
+    rc, _, err = ctx.kcat(["-G", group, "-J", "-e", "-v", "-X", "auto.offset.reset=earliest", ctx.topic], cap=8)
+    names = ctx.errors(err)
+    if names:
+        name = names[0]
+    elif any("assigned:" in l for l in err):
+        name = None
+    else:
+        name = "CLIENT_TIMEOUT" if rc is None else "CLIENT_ERROR"
+    ctx.emit({"op": "group-join", "error": name})
+
+
+SCENARIOS.update({
+    "sasl-scram-ok": s_sasl_ok,
+    "sasl-ssl-scram-ok": s_sasl_ok,
+    "sasl-ssl-plain-ok": s_sasl_ok,
+    "sasl-bad-password": s_sasl_refused,
+    "sasl-unknown-user": s_sasl_refused,
+    "acl-denied": s_acl_ops,
+    "acl-allowed": s_acl_ops,
+    "kafka-acls": lambda ctx: ctx.emit({"skip": "a kafka-acls.sh scenario (java-tools)"}),
+})
 
 
 if __name__ == "__main__":
