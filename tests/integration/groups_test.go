@@ -302,6 +302,8 @@ func joinReq(group, memberID string, instanceID *string, sessionMs int32) *kmsg.
 func syncReq(group, memberID string, instanceID *string, gen int32, assign map[string]string) *kmsg.SyncGroupRequest {
 	req := kmsg.NewPtrSyncGroupRequest()
 	req.Group, req.MemberID, req.InstanceID, req.Generation = group, memberID, instanceID, gen
+	// mandatory from v5, as in joinReq: Kafka answers INCONSISTENT_GROUP_PROTOCOL without them
+	req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
 	for id, a := range assign {
 		ga := kmsg.NewSyncGroupRequestGroupAssignment()
 		ga.MemberID, ga.MemberAssignment = id, []byte(a)
