@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -439,5 +440,48 @@ func TestSecurityNonSuperuserBroker(t *testing.T) {
 	}
 	if !strings.Contains(a.LogTail(), "permission denied for function role_credential") {
 		t.Errorf("the log does not say what is missing:\n%s", a.LogTail())
+	}
+}
+
+// TestSecurityTLSFilesFromPostgres: with kafgres.ssl_* empty and Postgres's
+// own ssl on, the TLS listeners use Postgres's certificate and key
+// (ssl_cert_file, ssl_key_file), as docs/configuration.md says.
+func TestSecurityTLSFilesFromPostgres(t *testing.T) {
+	pki := newAuthPKI(t)
+	// Postgres refuses a key others can read; the server runs as the
+	// postgres OS user when the tests run as root.
+	key, err := os.ReadFile(pki.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(pki.dir, "pg-server.key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		pg, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, _ := strconv.Atoi(pg.Uid)
+		gid, _ := strconv.Atoi(pg.Gid)
+		if err := os.Chown(keyFile, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var saslSSL string
+	c := harness.StartWith(t, func(c *harness.Cluster) []string {
+		saslSSL = fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+		return []string{
+			fmt.Sprintf("kafgres.listeners = 'PLAINTEXT://127.0.0.1:%d,SASL_SSL://%s'", c.KafkaPort, saslSSL),
+			"ssl = on",
+			"ssl_cert_file = '" + pki.certFile + "'",
+			"ssl_key_file = '" + keyFile + "'",
+		}
+	})
+	c.Exec(t, `CREATE ROLE alice LOGIN PASSWORD 'pencil'`)
+	tlsCfg := &tls.Config{RootCAs: pki.pool, ServerName: "127.0.0.1"}
+	if err := authPing(saslSSL, scramUser("alice", "pencil"), kgo.DialTLSConfig(tlsCfg)); err != nil {
+		t.Fatalf("SASL_SSL with Postgres's certificate: %v\n%s", err, c.LogTail())
 	}
 }
