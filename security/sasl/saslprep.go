@@ -73,7 +73,8 @@ func pgSASLprep(password []byte) []byte {
 }
 
 // isMappedToNothing is RFC 3454 B.1 as Postgres's table has it:
-// xdg-go/stringprep's lacks U+1806 (MONGOLIAN TODO SOFT HYPHEN).
+// xdg-go/stringprep's lacks U+1806 (the Mongolian "todo" soft hyphen, Unicode's
+// name for it).
 func isMappedToNothing(r rune) bool {
 	_, ok := stringprep.TableB1.Map(r)
 	return ok || r == 0x1806

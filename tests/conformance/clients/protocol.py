@@ -13,15 +13,6 @@ import traceback
 
 SCENARIO_SECONDS = 30  # PROTOCOL.md: each scenario must finish in 30 s
 
-# PROTOCOL.md "Security": these run against the secure pair with the
-# security flags; a client without them prints SECURE_SKIP.
-SECURE_SCENARIOS = {
-    "sasl-scram-ok", "sasl-ssl-scram-ok", "sasl-ssl-plain-ok",
-    "sasl-bad-password", "sasl-unknown-user",
-    "acl-denied", "acl-allowed", "kafka-acls",
-}
-SECURE_SKIP = "secure scenarios not implemented yet"
-
 
 class Scenario:
     """One scenario's names, time budget and output; each client's Ctx
@@ -66,9 +57,6 @@ def main(scenarios, make_ctx, error_name, guard=contextlib.nullcontext):
     }
     for name in [s for s in args.scenarios.split(",") if s]:
         fn = scenarios.get(name)
-        if fn is None and name in SECURE_SCENARIOS:
-            Scenario(args.bootstrap, args.prefix, name).emit({"skip": SECURE_SKIP})
-            continue
         ctx = make_ctx(args.bootstrap, args.prefix, name)
         ctx.security = security
         if fn is None:

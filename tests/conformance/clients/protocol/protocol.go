@@ -41,18 +41,6 @@ type Security struct {
 	CAFile    string // PEM CA the broker's certificate chains to (SASL_SSL)
 }
 
-// SecureScenarios are the scenarios of PROTOCOL.md "Security", which run
-// against the secure pair with the security flags. A client that has not
-// implemented them prints SecureSkip for them.
-var SecureScenarios = map[string]bool{
-	"sasl-scram-ok": true, "sasl-ssl-scram-ok": true, "sasl-ssl-plain-ok": true,
-	"sasl-bad-password": true, "sasl-unknown-user": true,
-	"acl-denied": true, "acl-allowed": true, "kafka-acls": true,
-}
-
-// SecureSkip is the skip reason of a client without the secure scenarios.
-const SecureSkip = "secure scenarios not implemented yet"
-
 // Topic is the i-th topic the runner created for the scenario.
 func (n Names) Topic(i int) string { return fmt.Sprintf("%s-%s-%d", n.Prefix, n.Scenario, i) }
 

@@ -40,10 +40,6 @@ func main() {
 func (r *runner) run() {
 	name := r.Scenario
 	fn, ok := scenarios[name]
-	if !ok && protocol.SecureScenarios[name] {
-		r.emit(map[string]any{"skip": protocol.SecureSkip})
-		return
-	}
 	if !ok {
 		r.emit(map[string]any{"skip": "unknown scenario"})
 		return
