@@ -33,7 +33,18 @@ package broker
 //   - WRITE on each topic (docs/security.md, "Authorization"): denied is
 //     TOPIC_AUTHORIZATION_FAILED on its partitions, whether or not the
 //     topic exists; an unknown topic id (v13) is answered first
-//   - transactional batches: INVALID_TXN_STATE (transactions are not served yet)
+//   - transactional batches (the attribute bit): the request must carry a
+//     transactional id the client may WRITE (TRANSACTIONAL_ID), else every
+//     partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED; more than one
+//     producer id/epoch among them: every partition
+//     INVALID_PRODUCER_ID_MAPPING (Kafka's whole-request errors). A
+//     transactional batch with a producer id is then checked with the
+//     transaction coordinator (txnPartition: added to the transaction,
+//     INVALID_TXN_STATE and the like) after validation and before it is
+//     appended, and opens the producer's transaction in the partition; one
+//     without a producer id is stored as a plain batch, as Kafka does. A
+//     non-transactional batch of a producer whose transaction is open here:
+//     INVALID_TXN_STATE
 //   - v0-v2 (message formats v0/v1, gone from Kafka 4): UNSUPPORTED_VERSION
 //     per partition
 //
@@ -59,6 +70,13 @@ import (
 
 func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	if err := b.produceTxnCheck(cc, req); err != nil {
+		// acks=0 gets no answer: closing tells the client.
+		if req.Acks == 0 {
+			return nil, fmt.Errorf("acks=0 produce refused: %w; closing so the client notices", err)
+		}
+		return produceRefused(req, err), nil
+	}
 	var (
 		last   *pass
 		failed bool
@@ -118,6 +136,61 @@ func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRe
 		cc.wait = last.done
 	}
 	return resp, nil
+}
+
+// produceTxnCheck applies Kafka's whole-request checks of transactional
+// records (KafkaApis.handleProduceRequest, ReplicaManager.handleProduceAppend):
+// WRITE on the request's transactional id, which must be there, and a
+// single producer id and epoch among the transactional batches.
+func (b *Broker) produceTxnCheck(cc *conn, req *kmsg.ProduceRequest) *kerr.Error {
+	type producer struct {
+		id    int64
+		epoch int16
+	}
+	var (
+		txn       bool
+		producers = map[producer]bool{}
+	)
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			h, err := segment.ParseBatchHeader(rp.Records)
+			if err != nil || !h.IsTransactional() {
+				continue
+			}
+			txn = true
+			if h.ProducerID >= 0 {
+				producers[producer{h.ProducerID, h.ProducerEpoch}] = true
+			}
+		}
+	}
+	if !txn {
+		return nil
+	}
+	if req.TransactionID == nil || !b.allowed(cc, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID) {
+		return kerr.TransactionalIDAuthorizationFailed
+	}
+	if len(producers) > 1 {
+		return kerr.InvalidProducerIDMapping
+	}
+	return nil
+}
+
+// produceRefused answers every partition of req with err, as Kafka's
+// ProduceRequest.getErrorResponse does.
+func produceRefused(req *kmsg.ProduceRequest, err *kerr.Error) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, err.Code
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 // stampTimestamps applies the topic's timestamp rules as Kafka's
@@ -187,6 +260,12 @@ func (b *Broker) producePartition(ctx context.Context, req *kmsg.ProduceRequest,
 		return nil, err
 	}
 	p := t.parts[rp.Partition]
+	if h.IsTransactional() && h.ProducerID >= 0 {
+		// produceTxnCheck made sure the request has a transactional id.
+		if err := b.txnPartition(ctx, *req.TransactionID, h.ProducerID, h.ProducerEpoch, p, req.Version); err != nil {
+			return nil, err
+		}
+	}
 	res := p.append(rp.Records, h)
 	var ke *kerr.Error
 	if res.err != nil && !errors.As(res.err, &ke) {
@@ -290,9 +369,6 @@ func (v *batchValidation) validate(ctx context.Context, records []byte) (segment
 	}
 	if h.ProducerID >= 0 && h.BaseSequence < 0 {
 		return none, refuse(kerr.InvalidRecord, "Invalid sequence number %d in record batch with producerId %d in topic partition %s", h.BaseSequence, h.ProducerID, v.tp)
-	}
-	if h.IsTransactional() {
-		return none, kerr.InvalidTxnState // transactions are not served yet
 	}
 	// Every record is at least 7 bytes (its length and six one-byte
 	// fields), so a count the bytes cannot hold is refused unread.

@@ -8,11 +8,16 @@ package broker
 //   - the first batch is returned even if it exceeds the byte limits (as in
 //     Kafka); otherwise partition and response max bytes are honoured
 //   - long poll: waits up to MaxWaitMillis until MinBytes are available,
-//     woken by appends; returns at once when a partition has an error
+//     woken when the high watermark moves (which is when the last stable
+//     offset moves too); returns at once when a partition has an error
 //   - no fetch sessions: the session id is always 0, so clients send full
 //     fetches; an incremental fetch gets FETCH_SESSION_ID_NOT_FOUND
-//   - read_committed: the last stable offset is the high watermark (nothing
-//     transactional is stored yet) and the aborted list is empty
+//   - LastStableOffset: the last stable offset (txn_state.go) in every
+//     answer, whatever the isolation level
+//   - read_committed (isolation 1): only batches below the last stable
+//     offset, with the aborted transactions overlapping what is returned
+//     (from the segments' .txnindex, as Kafka's collectAbortedTxns);
+//     an empty list when there are none or nothing is returned
 //   - current leader epoch checked: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
 //
 //   - READ on each topic (a follower: CLUSTER_ACTION on the cluster), else
@@ -160,15 +165,20 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, denied bool, r
 		return nil, err
 	}
 	hw := p.highWatermark()
+	lso := p.lastStableOffset()
 	start := p.log.LogStartOffset()
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, start
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, start
 	if rp.FetchOffset < start || rp.FetchOffset > p.log.LogEndOffset() {
 		return nil, kerr.OffsetOutOfRange
 	}
-	if rp.FetchOffset >= hw || (limit <= 0 && !first) {
+	end := hw
+	if req.IsolationLevel == 1 {
+		end = lso
+	}
+	if rp.FetchOffset >= end || (limit <= 0 && !first) {
 		return nil, nil
 	}
-	data, err := p.log.Read(rp.FetchOffset, max(limit, 1), hw)
+	data, err := p.log.Read(rp.FetchOffset, max(limit, 1), end)
 	switch {
 	case errors.Is(err, segment.ErrOffsetOutOfRange):
 		return nil, kerr.OffsetOutOfRange
@@ -181,7 +191,37 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, denied bool, r
 	if len(data) > limit && !first {
 		return nil, nil // only the response's first batch may exceed the limits
 	}
+	if req.IsolationLevel == 1 && len(data) > 0 {
+		aborted, err := p.log.AbortedTxns(rp.FetchOffset, lastOffset(data)+1)
+		switch {
+		case errors.Is(err, segment.ErrClosed):
+			return nil, kerr.UnknownTopicOrPartition
+		case err != nil:
+			b.log.Error("read transaction index", "topic", t.name, "partition", rp.Partition, "offset", rp.FetchOffset, "err", err)
+			return nil, kerr.KafkaStorageError
+		}
+		for _, a := range aborted {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+		}
+	}
 	return data, nil
+}
+
+// lastOffset is the last offset of the whole batches in data, which Read
+// returned.
+func lastOffset(data []byte) int64 {
+	last := int64(-1)
+	for len(data) >= segment.HeaderSize {
+		h, err := segment.ParseBatchHeader(data)
+		if err != nil || int(h.Length) > len(data) {
+			break
+		}
+		last = h.LastOffset()
+		data = data[h.Length:]
+	}
+	return last
 }
 
 // checkLeaderEpoch applies KIP-320's fencing: a client that knows a newer

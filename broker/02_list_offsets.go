@@ -3,8 +3,10 @@ package broker
 // ListOffsets: v1-11
 //
 // Behavior:
-//   - -1 latest: the high watermark (also the last stable offset: nothing
-//     transactional is stored yet), with the current leader epoch
+//   - -1 latest: the high watermark, or with read_committed (isolation 1)
+//     the last stable offset, with the current leader epoch
+//   - lookups by timestamp (-3 and t >= 0) only see batches below that
+//     same bound, as Kafka filters them by its last fetchable offset
 //   - -2 earliest and -4 earliest-local: the log start offset
 //   - -3 max timestamp (v7+): the first record carrying the largest timestamp
 //   - -5 latest-tiered and -6 earliest-pending-upload: no tiered storage, so
@@ -98,6 +100,9 @@ func (b *Broker) listOffset(req *kmsg.ListOffsetsRequest, t *topic, rp kmsg.List
 		return err
 	}
 	hw := p.highWatermark()
+	if req.IsolationLevel == 1 {
+		hw = p.lastStableOffset()
+	}
 	var (
 		off, ts int64 = -1, -1
 		found   bool

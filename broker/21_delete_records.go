@@ -14,6 +14,11 @@ package broker
 //
 //   - DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (low watermark
 //     -1), existence hidden
+//   - transactions: as in Kafka (UnifiedLog.maybeIncrementLogStartOffset)
+//     open transactions do not hold the start back; the bound is the high
+//     watermark alone. Segments go with their .txnindex; the last stable
+//     offset is clamped to the new start, as Kafka's
+//     maybeIncrementFirstUnstableOffset does
 //
 // Version notes:
 //   - v1: same as v0; v2: flexible

@@ -4,9 +4,11 @@ package broker
 //
 // Behavior:
 //   - the idempotent producers each partition remembers (producers.go):
-//     id, epoch, last sequence and the max timestamp of its last batch;
-//     kafgres has no transactions, so coordinator epoch and transaction
-//     start offset are always -1
+//     id, epoch, last sequence (-1 after a marker bumped the epoch) and the
+//     max timestamp of its last batch or marker; the coordinator epoch of
+//     its last marker (-1 before any) and the first offset of its open
+//     transaction here (-1 when none), as Kafka's ProducerStateEntry has
+//     them
 //   - per topic, in Kafka's order: an invalid name, every partition
 //     {INVALID_TOPIC_EXCEPTION, "Topic name is invalid: ..."}; not READ
 //     (not DESCRIBE) on the topic, {TOPIC_AUTHORIZATION_FAILED, "Topic
@@ -70,11 +72,12 @@ func (p *partition) activeProducers() []kmsg.DescribeProducersResponseTopicParti
 	for id, e := range p.producers {
 		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 		ap.ProducerID, ap.ProducerEpoch = id, int32(e.epoch)
+		ap.LastSequence = -1
 		if n := len(e.batches); n > 0 {
 			ap.LastSequence = e.batches[n-1].lastSeq
 		}
 		ap.LastTimestamp = e.lastTimestamp
-		ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+		ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = e.coordinatorEpoch, e.txnFirst
 		out = append(out, ap)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })

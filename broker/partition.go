@@ -16,8 +16,8 @@ import (
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
 
-// partition is one topic partition: its log, the idempotent-producer window
-// and the fetchers waiting for it to grow.
+// partition is one topic partition: its log, the idempotent-producer window,
+// its transactions (txn_state.go) and the fetchers waiting for it to grow.
 type partition struct {
 	topic *topic
 	index int32
@@ -29,6 +29,11 @@ type partition struct {
 	// mu serializes appends so sequence checks and offset assignment agree.
 	mu        sync.Mutex
 	producers producerWindow
+	txns      partitionTxns
+
+	// unstable is what lastStableOffset needs of txns, replaced under mu
+	// whenever a transaction begins or ends; nil when there is none.
+	unstable atomic.Pointer[[]txnSpan]
 
 	// hw is the high watermark: the end of the last durable append. Only
 	// records below it are served.
@@ -75,7 +80,22 @@ func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoc
 	p := &partition{topic: t, index: index, dir: dir, epoch: epoch, log: l, producers: producerWindow{}, watchers: map[chan struct{}]struct{}{}}
 	p.hw.Store(l.DurableEnd())
 	if err := l.ScanBatches(l.LogStartOffset(), func(h segment.BatchHeader) error {
-		p.producers.record(h, h.BaseOffset)
+		switch {
+		case h.ProducerID < 0:
+		case !h.IsControl():
+			p.applyBatch(h, h.BaseOffset)
+		default:
+			// Markers are rare and tiny: read the record for its type and
+			// coordinator epoch. A control batch that is no marker changes
+			// nothing, as in Kafka.
+			data, err := l.Read(h.BaseOffset, 1, h.BaseOffset+1)
+			if err != nil {
+				return err
+			}
+			if m, err := segment.ParseMarker(data); err == nil {
+				p.applyMarker(m, h.BaseOffset, h.MaxTimestamp)
+			}
+		}
 		if n := len(p.epochs); n == 0 || h.LeaderEpoch > p.epochs[n-1].epoch {
 			p.epochs = append(p.epochs, epochStart{epoch: h.LeaderEpoch, start: h.BaseOffset})
 		}
@@ -84,6 +104,7 @@ func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoc
 		l.Close()
 		return nil, fmt.Errorf("rebuild producer state of %s-%d: %w", t.name, index, err)
 	}
+	p.refreshUnstable()
 	if n := len(p.epochs); n == 0 || epoch > p.epochs[n-1].epoch {
 		p.epochs = append(p.epochs, epochStart{epoch: epoch, start: l.LogEndOffset()})
 	}
@@ -120,7 +141,12 @@ func (p *partition) append(batch []byte, h segment.BatchHeader) appendResult {
 		}
 		return appendResult{err: fmt.Errorf("append to %s-%d: %w", p.topic.name, p.index, err)}
 	}
-	p.producers.record(h, base)
+	if _, open := p.txns.open[h.ProducerID]; h.IsTransactional() && !open {
+		p.applyBatch(h, base)
+		p.refreshUnstable()
+	} else {
+		p.applyBatch(h, base)
+	}
 	return appendResult{baseOffset: base}
 }
 

@@ -12,6 +12,13 @@ import (
 // retain deletes segments past their topic's retention.ms/retention.bytes
 // every RetentionCheckInterval, as Kafka's log cleaner thread does for
 // cleanup.policy=delete.
+//
+// Transactions change nothing here, as in Kafka: UnifiedLog.deletableSegments
+// only asks that a segment end at or below the high watermark, whatever
+// transactions are open, and deleteSegments removes each segment's
+// .txnindex with its log (segment.removeSegmentFiles). An open transaction
+// whose first batches are deleted keeps the last stable offset at the new
+// log start offset (lastStableOffset clamps it there).
 func (b *Broker) retain(ctx context.Context) {
 	every(ctx, b.cfg.RetentionCheckInterval, b.applyRetention)
 }

@@ -1,6 +1,7 @@
 // Package segment stores a partition's record batches in Kafka's on-disk
-// layout: segment files of v2 batches with sparse offset and time indexes.
-// It knows files and batches, nothing about Kafka requests.
+// layout: segment files of v2 batches with sparse offset and time indexes
+// and a transaction index of the aborted transactions (txnindex.go). It
+// knows files and batches, nothing about Kafka requests.
 package segment
 
 import (
@@ -89,6 +90,8 @@ type Log struct {
 	durable   int64      // end of the last successful Sync
 	dirGen    uint64     // bumped whenever a segment file is created
 	dirSynced uint64     // dirGen covered by the last directory fsync
+	txnGen    uint64     // bumped whenever a transaction index entry is written
+	txnSynced uint64     // txnGen covered by the last Sync
 	closed    bool
 	err       error // sticky: after a failed write or fsync the files are suspect
 
@@ -102,6 +105,7 @@ type segment struct {
 	log  *os.File
 	idx  *os.File
 	tidx *os.File
+	txn  *os.File // transaction index, written through (txnindex.go)
 
 	// refs is one for the Log while the segment is in Log.segs plus one per
 	// reader (or Sync) using its files without holding Log.mu. Deleting the
@@ -127,6 +131,7 @@ type segState struct {
 	tidxMem []byte
 	idxN    int
 	tidxN   int
+	txnN    int // transaction index entries, on disk for every segment
 
 	lastIndexedTs int64 // timestamp of the last time index entry, -1 if none
 	maxTs         int64 // largest batch max timestamp so far, -1 if none
@@ -195,6 +200,10 @@ const (
 	extTimeIndex = ".timeindex"
 )
 
+// segmentExts are the files of a segment, the log first (see
+// removeSegmentFiles).
+var segmentExts = []string{extLog, extIndex, extTimeIndex, extTxnIndex}
+
 // writeIndexes replaces the index files of s with the in-memory entries of st.
 func (s *segment) writeIndexes(st *segState) error {
 	for _, f := range []struct {
@@ -226,7 +235,7 @@ func (s *segment) cutZeros() error {
 }
 
 func (s *segment) syncAll() error {
-	for _, f := range []*os.File{s.log, s.idx, s.tidx} {
+	for _, f := range []*os.File{s.log, s.idx, s.tidx, s.txn} {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", f.Name(), err)
 		}
@@ -236,7 +245,7 @@ func (s *segment) syncAll() error {
 
 func (s *segment) close() error {
 	var errs []error
-	for _, f := range []*os.File{s.log, s.idx, s.tidx} {
+	for _, f := range []*os.File{s.log, s.idx, s.tidx, s.txn} {
 		if f != nil {
 			if err := f.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", f.Name(), err))
@@ -258,9 +267,12 @@ func createSegment(dir string, base int64) (*segment, error) {
 	if s.idx, err = os.OpenFile(segmentPath(dir, base, extIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
 		s.tidx, err = os.OpenFile(segmentPath(dir, base, extTimeIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	}
+	if err == nil {
+		s.txn, err = os.OpenFile(segmentPath(dir, base, extTxnIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	}
 	if err != nil {
 		_ = s.close()
-		for _, ext := range []string{extLog, extIndex, extTimeIndex} {
+		for _, ext := range segmentExts {
 			_ = os.Remove(segmentPath(dir, base, ext))
 		}
 		return nil, fmt.Errorf("create segment: %w", err)
@@ -466,12 +478,13 @@ func (l *Log) Sync() (int64, error) {
 	}
 	target, durable, seg := l.end, l.durable, l.active()
 	dirGen, dirSynced := l.dirGen, l.dirSynced
+	txnGen, txnSynced := l.txnGen, l.txnSynced
 	// The segment may be rolled and then deleted while it is fsynced.
 	seg.acquire()
 	l.mu.RUnlock()
 	defer l.releaseSegment(seg)
 
-	if target == durable && dirGen == dirSynced {
+	if target == durable && dirGen == dirSynced && txnGen == txnSynced {
 		return durable, nil
 	}
 	if l.opts.beforeFsync != nil {
@@ -490,6 +503,13 @@ func (l *Log) Sync() (int64, error) {
 				err = fmt.Errorf("fdatasync %s: %w", seg.log.Name(), serr)
 			}
 		}
+		// Transaction index entries go with their markers. One written to
+		// a segment rolled since was fsynced by the roll.
+		if err == nil && txnGen != txnSynced {
+			if serr := fdatasync(seg.txn); serr != nil {
+				err = fmt.Errorf("fdatasync %s: %w", seg.txn.Name(), serr)
+			}
+		}
 		if err == nil && dirGen != dirSynced {
 			err = syncDir(l.opts.Dir)
 		}
@@ -505,6 +525,7 @@ func (l *Log) Sync() (int64, error) {
 	}
 	l.durable = max(l.durable, target)
 	l.dirSynced = max(l.dirSynced, dirGen)
+	l.txnSynced = max(l.txnSynced, txnGen)
 	return l.durable, nil
 }
 

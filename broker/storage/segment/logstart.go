@@ -214,7 +214,7 @@ func (l *Log) removeSegments(doomed []*segment) error {
 // a crash are removed as strays at the next Open, while a log file left
 // alone would have its indexes rebuilt only to be deleted.
 func removeSegmentFiles(dir string, base int64) error {
-	for _, ext := range []string{extLog, extIndex, extTimeIndex} {
+	for _, ext := range segmentExts {
 		if err := os.Remove(segmentPath(dir, base, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("delete segment: %w", err)
 		}

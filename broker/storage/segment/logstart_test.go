@@ -30,7 +30,7 @@ func segmentBases(t *testing.T, dir string) []int64 {
 	return out
 }
 
-// checkSegmentFiles checks that dir holds exactly the three files of each
+// checkSegmentFiles checks that dir holds exactly the four files of each
 // segment in bases and nothing else that looks like a segment.
 func checkSegmentFiles(t *testing.T, dir string, bases []int64) {
 	t.Helper()
@@ -46,7 +46,7 @@ func checkSegmentFiles(t *testing.T, dir string, bases []int64) {
 	}
 	var want []string
 	for _, b := range bases {
-		for _, ext := range []string{extIndex, extLog, extTimeIndex} {
+		for _, ext := range []string{extIndex, extLog, extTimeIndex, extTxnIndex} {
 			want = append(want, filepath.Base(segmentPath(dir, b, ext)))
 		}
 	}
@@ -563,7 +563,7 @@ func TestConcurrentDeleteAndRead(t *testing.T) {
 	if len(segmentBases(t, dir)) != l.Segments() {
 		t.Fatalf("%d segments on disk, %d in the log", len(segmentBases(t, dir)), l.Segments())
 	}
-	if got := openFiles(t, dir); got != 3*l.Segments() {
+	if got := openFiles(t, dir); got != 4*l.Segments() {
 		t.Fatalf("%d files open for %d segments", got, l.Segments())
 	}
 }

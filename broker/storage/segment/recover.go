@@ -92,7 +92,7 @@ func parseSegmentName(name string) (base int64, ext string, ok bool) {
 		return 0, "", false
 	}
 	ext = name[20:]
-	if ext != extLog && ext != extIndex && ext != extTimeIndex {
+	if ext != extLog && ext != extIndex && ext != extTimeIndex && ext != extTxnIndex {
 		return 0, "", false
 	}
 	for _, c := range name[:20] {
@@ -173,7 +173,7 @@ func (l *Log) recover() error {
 			continue
 		}
 		l.logger.Info("removing empty segment", "dir", dir, "base_offset", base)
-		for _, ext := range []string{extLog, extIndex, extTimeIndex} {
+		for _, ext := range segmentExts {
 			if err := os.Remove(segmentPath(dir, base, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("remove empty segment: %w", err)
 			}
@@ -219,26 +219,30 @@ func (l *Log) recover() error {
 	return nil
 }
 
-func openIndexes(s *segment) error {
-	var err error
+// openIndexes opens the index files of s, creating the missing ones;
+// txnExisted says whether the transaction index was there.
+func openIndexes(s *segment) (txnExisted bool, err error) {
 	if s.idx, err = os.OpenFile(segmentPath(filepath.Dir(s.log.Name()), s.base, extIndex), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return fmt.Errorf("open index: %w", err)
+		return false, fmt.Errorf("open index: %w", err)
 	}
 	if s.tidx, err = os.OpenFile(segmentPath(filepath.Dir(s.log.Name()), s.base, extTimeIndex), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return fmt.Errorf("open time index: %w", err)
+		return false, fmt.Errorf("open time index: %w", err)
 	}
-	return nil
+	return openTxnIndex(s, filepath.Dir(s.log.Name()))
 }
 
 // openSealed opens a segment that is not the last one. Its data was fsynced
 // when it was rolled, so it is trusted; its indexes are rebuilt only when
-// they are missing or do not look like index files.
+// they are missing or do not look like index files (the transaction index:
+// when an entry does not parse or lies outside the segment). The segments
+// before it are in l.segs already.
 func (l *Log) openSealed(base, size, nextBase int64) (s *segment, rebuilt bool, err error) {
 	s = newSegment(base)
 	if s.log, err = os.Open(segmentPath(l.opts.Dir, base, extLog)); err != nil {
 		return nil, false, fmt.Errorf("open segment: %w", err)
 	}
-	if err := openIndexes(s); err != nil {
+	txnExisted, err := openIndexes(s)
+	if err != nil {
 		return s, false, err
 	}
 	st, ok, err := loadSealedIndexes(s, size, nextBase)
@@ -249,6 +253,24 @@ func (l *Log) openSealed(base, size, nextBase int64) (s *segment, rebuilt bool, 
 		l.logger.Info("rebuilding indexes of sealed segment", "dir", l.opts.Dir, "base_offset", base)
 		if st, err = l.rebuildSealed(s, size, nextBase); err != nil {
 			return s, false, err
+		}
+		rebuilt = true
+	}
+	txnOK := false
+	if txnExisted {
+		if st.txnN, txnOK, err = loadTxnIndex(s, nextBase); err != nil {
+			return s, false, err
+		}
+	}
+	if !txnOK {
+		l.logger.Info("rebuilding transaction index of sealed segment", "dir", l.opts.Dir, "base_offset", base)
+		if st.txnN, err = l.rebuildTxnIndex(s, size, l.segs); err != nil {
+			return s, false, err
+		}
+		if l.opts.Fsync {
+			if err := s.txn.Sync(); err != nil {
+				return s, false, fmt.Errorf("fsync %s: %w", s.txn.Name(), err)
+			}
 		}
 		rebuilt = true
 	}
@@ -325,14 +347,15 @@ func (l *Log) rebuildSealed(s *segment, size, nextBase int64) (segState, error) 
 }
 
 // recoverActive scans the last segment, truncates it after the last batch
-// that is whole, intact and in sequence, and rebuilds its indexes.
+// that is whole, intact and in sequence, and rebuilds its indexes, the
+// transaction index included (the segments before it are in l.segs).
 func (l *Log) recoverActive(base, size int64) (*segment, error) {
 	s := newSegment(base)
 	var err error
 	if s.log, err = os.OpenFile(segmentPath(l.opts.Dir, base, extLog), os.O_RDWR, 0); err != nil {
 		return nil, fmt.Errorf("open segment: %w", err)
 	}
-	if err := openIndexes(s); err != nil {
+	if _, err := openIndexes(s); err != nil {
 		return s, err
 	}
 	st := newSegState(base)
@@ -418,6 +441,9 @@ func (l *Log) recoverActive(base, size int64) (*segment, error) {
 		}
 	}
 	if err := s.writeIndexes(&st); err != nil {
+		return s, err
+	}
+	if st.txnN, err = l.rebuildTxnIndex(s, st.size, l.segs); err != nil {
 		return s, err
 	}
 	s.st = st
