@@ -50,6 +50,10 @@ type Broker struct {
 	// testPrincipal, set by in-process tests, names the principal of a
 	// connection by its remote address, standing in for authentication.
 	testPrincipal func(remote string) (acl.Principal, bool)
+	// testSkipTxnCheck, set by in-process tests of the log side of
+	// transactions, lets transactional batches in without asking the
+	// transaction coordinator when it returns true.
+	testSkipTxnCheck func() bool
 
 	// Bounds on what clients can make the broker hold (conn.go,
 	// compress.go): request bytes read and not yet handled, frame buffers,
