@@ -9,7 +9,10 @@ package broker
 //     topics requested (null, v2+) returns every partition the group has
 //     committed
 //   - v8+: several groups in one request, each answered on its own
-//   - require_stable (v7+) needs nothing: no transactional commits exist
+//   - require_stable (v7+): a partition with an offset committed in a
+//     transaction not yet ended (TxnOffsetCommit) is answered
+//     UNSTABLE_OFFSET_COMMIT with offset -1, as Kafka; without it, the
+//     offset committed before that transaction
 //   - v9+ for consumer (KIP-848) groups: a request naming a member must
 //     carry its current epoch: UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as
 //     the group error, as Kafka; admin requests (no member, epoch -1) pass
@@ -55,7 +58,7 @@ func handleOffsetFetch(ctx context.Context, b *Broker, cc *conn, req *kmsg.Offse
 			err    error
 		)
 		if b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, req.Group) {
-			topics, err = b.fetchGroupOffsets(ctx, cc, req.Group, req8, false)
+			topics, err = b.fetchGroupOffsets(ctx, cc, req.Group, req8, false, req.RequireStable)
 		} else if err = kerr.GroupAuthorizationFailed; req.Version < 2 {
 			// v0-1 have no top-level error: every requested partition
 			// carries it
@@ -102,7 +105,7 @@ func handleOffsetFetch(ctx context.Context, b *Broker, cc *conn, req *kmsg.Offse
 				continue
 			}
 		}
-		topics, err := b.fetchGroupOffsets(ctx, cc, rg.Group, rg.Topics, req.Version >= 10)
+		topics, err := b.fetchGroupOffsets(ctx, cc, rg.Group, rg.Topics, req.Version >= 10, req.RequireStable)
 		sg.ErrorCode = errorCode(err)
 		for _, ft := range topics {
 			st := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -120,7 +123,7 @@ func handleOffsetFetch(ctx context.Context, b *Broker, cc *conn, req *kmsg.Offse
 // Topics cc may not DESCRIBE are left out of "everything"; listed, their
 // partitions get TOPIC_AUTHORIZATION_FAILED without a look at whether they
 // exist, after the others, as Kafka answers.
-func (b *Broker) fetchGroupOffsets(ctx context.Context, cc *conn, group string, topics []kmsg.OffsetFetchRequestGroupTopic, byID bool) ([]fetchedTopic, error) {
+func (b *Broker) fetchGroupOffsets(ctx context.Context, cc *conn, group string, topics []kmsg.OffsetFetchRequestGroupTopic, byID, requireStable bool) ([]fetchedTopic, error) {
 	describable := func(name string) bool {
 		return b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name)
 	}
@@ -135,6 +138,10 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, cc *conn, group string, 
 		empty := ""
 		sp.Metadata = &empty
 		if t == nil {
+			return sp
+		}
+		if requireStable && b.txns.PendingOffset(group, t.id, p) {
+			sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 			return sp
 		}
 		if o, ok := committed[metadata.TopicPartition{TopicID: t.id, Partition: p}]; ok {

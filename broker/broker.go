@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kafgres/kafgres/broker/coordinator"
+	"github.com/kafgres/kafgres/broker/coordinator/txn"
 	"github.com/kafgres/kafgres/broker/metadata"
 	"github.com/kafgres/kafgres/broker/retry"
 	"github.com/kafgres/kafgres/broker/storage"
@@ -25,7 +26,7 @@ import (
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
 // tables this broker reads and writes.
-const SchemaVersion = "0.5.0"
+const SchemaVersion = "0.6.0"
 
 // Broker is one running kafgres broker.
 type Broker struct {
@@ -39,6 +40,7 @@ type Broker struct {
 
 	catalog   *catalog
 	groups    *coordinator.Groups
+	txns      *txn.Coordinator // transactions (txn_coordinator.go)
 	committer *committer
 	mirror    *mirror
 	features  featureLevels
@@ -48,6 +50,10 @@ type Broker struct {
 	// testPrincipal, set by in-process tests, names the principal of a
 	// connection by its remote address, standing in for authentication.
 	testPrincipal func(remote string) (acl.Principal, bool)
+	// testSkipTxnCheck, set by in-process tests of the log side of
+	// transactions, lets transactional batches in without asking the
+	// transaction coordinator when it returns true.
+	testSkipTxnCheck func() bool
 
 	// Bounds on what clients can make the broker hold (conn.go,
 	// compress.go): request bytes read and not yet handled, frame buffers,
@@ -162,6 +168,9 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	if err := b.features.load(ctx, meta); err != nil {
 		return nil, err
 	}
+	if err := b.startTxnCoordinator(ctx); err != nil {
+		return nil, err
+	}
 	// Groups live in memory, but a group with committed offsets exists for
 	// Kafka tools across restarts (Empty until its members rejoin).
 	groups, err := meta.OffsetGroups(ctx)
@@ -206,6 +215,9 @@ func (b *Broker) Serve(ctx context.Context, lns ...net.Listener) error {
 	run(func(ctx context.Context) { b.authz.follow(ctx, b.meta) })
 	run(b.retain)
 	run(b.sessions.watchRoles)
+	run(func(ctx context.Context) {
+		b.txns.Run(ctx, b.cfg.TransactionAbortInterval, b.cfg.TransactionRemoveExpiredInterval)
+	})
 	run(func(ctx context.Context) {
 		select {
 		case <-ctx.Done():

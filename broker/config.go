@@ -58,6 +58,19 @@ type Config struct {
 	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms
 	GroupMaxSize               int           // group.max.size
 
+	// Transactions (the transaction coordinator, package txn), with
+	// Kafka's names; zero means Kafka's default.
+	// TransactionMaxTimeout is transaction.max.timeout.ms (15 min);
+	// TransactionalIDExpiration transactional.id.expiration.ms (7 days);
+	// TransactionAbortInterval
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s);
+	// TransactionRemoveExpiredInterval
+	// transaction.remove.expired.transaction.cleanup.interval.ms (1 h).
+	TransactionMaxTimeout            time.Duration
+	TransactionalIDExpiration        time.Duration
+	TransactionAbortInterval         time.Duration
+	TransactionRemoveExpiredInterval time.Duration
+
 	// Authorization (docs/security.md, "Authorization"). Authorizer is
 	// auto, on or off ("" is auto): auto enforces ACLs when a listener
 	// authenticates clients. SuperUsers is Kafka's super.users
@@ -157,6 +170,18 @@ func (c *Config) setDefaults() {
 	if c.GroupMaxSize == 0 {
 		c.GroupMaxSize = math.MaxInt32 // Kafka's default: no limit
 	}
+	if c.TransactionMaxTimeout == 0 {
+		c.TransactionMaxTimeout = 15 * time.Minute
+	}
+	if c.TransactionalIDExpiration == 0 {
+		c.TransactionalIDExpiration = 7 * 24 * time.Hour
+	}
+	if c.TransactionAbortInterval == 0 {
+		c.TransactionAbortInterval = 10 * time.Second
+	}
+	if c.TransactionRemoveExpiredInterval == 0 {
+		c.TransactionRemoveExpiredInterval = time.Hour
+	}
 	if len(c.Listeners) == 0 && c.ListenAddr != "" {
 		c.Listeners = []Listener{{Name: string(Plaintext), Protocol: Plaintext, Addr: c.ListenAddr,
 			AdvertisedHost: c.AdvertisedHost, AdvertisedPort: c.AdvertisedPort}}
@@ -225,6 +250,9 @@ func (c *Config) validate() error {
 	}
 	if c.ConnectionsMaxIdle < 0 || c.RequestReadTimeout < 0 {
 		errs = append(errs, errors.New("connection timeouts must not be negative"))
+	}
+	if c.TransactionMaxTimeout < 0 || c.TransactionalIDExpiration < 0 || c.TransactionAbortInterval < 0 || c.TransactionRemoveExpiredInterval < 0 {
+		errs = append(errs, errors.New("transaction timeouts and intervals must not be negative"))
 	}
 	if c.DefaultPartition < 1 {
 		errs = append(errs, fmt.Errorf("default partitions %d must be at least 1", c.DefaultPartition))

@@ -15,13 +15,19 @@ type feature struct {
 }
 
 // supportedFeatures are the features kafgres implements. Kafka 4.4 also
-// lists metadata.version, kraft.version, transaction.version,
-// share.version, streams.version and eligible.leader.replicas.version;
+// lists metadata.version, kraft.version, share.version, streams.version
+// and eligible.leader.replicas.version;
 // their levels describe machinery kafgres does not have, so advertising
 // them would promise behaviour it cannot give (docs/conformance.md).
 var supportedFeatures = []feature{
 	// group.version 1 turns on the KIP-848 consumer group protocol.
 	{name: "group.version", min: 0, max: 1, dflt: 1},
+	// transaction.version: the transaction protocol new transactions use.
+	// 1 verifies that a partition was added before a transactional
+	// produce (KIP-890 part 1); 2 adds it implicitly from the produce and
+	// bumps the producer epoch at every EndTxn (KIP-890 part 2). New
+	// Kafka 4 clusters finalize 2.
+	{name: "transaction.version", min: 0, max: 2, dflt: 2},
 }
 
 func lookupFeature(name string) (feature, bool) {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ type testBroker struct {
 	// principals maps a client's address to the principal dialAs gave it,
 	// standing in for authentication.
 	principals *sync.Map
+	// skipTxnCheck lets transactional batches in without the transaction
+	// coordinator, for tests of the log side alone.
+	skipTxnCheck *atomic.Bool
 }
 
 // startTestBroker serves a broker on an ephemeral port until the test ends.
@@ -81,6 +85,8 @@ func serveTestBroker(t *testing.T, cfg Config, mem *metadata.Memory) *testBroker
 		}
 		return p.(acl.Principal), true
 	}
+	skipTxnCheck := new(atomic.Bool)
+	b.testSkipTxnCheck = skipTxnCheck.Load
 	done := make(chan error, 1)
 	go func() { done <- b.Serve(ctx, ln) }()
 	var once sync.Once
@@ -97,7 +103,7 @@ func serveTestBroker(t *testing.T, cfg Config, mem *metadata.Memory) *testBroker
 		})
 	}
 	t.Cleanup(stop)
-	return &testBroker{Broker: b, t: t, meta: mem, addr: ln.Addr().String(), stop: stop, principals: principals}
+	return &testBroker{Broker: b, t: t, meta: mem, addr: ln.Addr().String(), stop: stop, principals: principals, skipTxnCheck: skipTxnCheck}
 }
 
 // restartAfterCrash stands for a kill -9 of the broker process and its

@@ -3,8 +3,8 @@ package broker
 // In-process tests of the log side of transactions: transactional produce,
 // markers, the last stable offset, read_committed fetches and their aborted
 // transactions, ListOffsets, DescribeProducers, and all of it rebuilt after
-// a restart. The coordinator's txnPartition is the stub here, so produce
-// lets every transactional batch in.
+// a restart. The transaction coordinator is bypassed (skipTxnCheck), so
+// produce lets every transactional batch in.
 
 import (
 	"context"
@@ -129,6 +129,7 @@ func wantFetch(t *testing.T, what string, got fetchedTxn, hw, lso int64, offsets
 
 func TestInProcessTransactionsInTheLog(t *testing.T) {
 	tb := startTestBroker(t)
+	tb.skipTxnCheck.Store(true)
 	c := tb.dial(t)
 	tb.createTopic(t, c, "tx", 1, nil)
 	id := kmsg.StringPtr("app")
@@ -202,6 +203,7 @@ func TestInProcessTransactionsInTheLog(t *testing.T) {
 
 	// Everything is rebuilt from the log after a crash.
 	tb = tb.restartAfterCrash(t)
+	tb.skipTxnCheck.Store(true)
 	c = tb.dial(t)
 	wantFetch(t, "after restart", tb.fetchTxn(c, "tx", 0, 1), 9, 8, []int64{0, 1, 3, 4, 5, 6, 7}, []int64{5, 6, 7}, 10, 1)
 	ps = tb.describeProducers(c, "tx")

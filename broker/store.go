@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kafgres/kafgres/broker/coordinator/txn"
 	"github.com/kafgres/kafgres/broker/metadata"
 	"github.com/kafgres/kafgres/security/acl"
 )
@@ -14,6 +15,7 @@ type metadataStore interface {
 	catalogStore
 	offsetStore
 	aclStore
+	txn.Store // the transaction coordinator's state (metadata/transactions.go)
 	ClusterID(ctx context.Context) (string, error)
 	NextProducerID(ctx context.Context) (int64, error)
 	LoadFeatures(ctx context.Context) (map[string]int16, error)

@@ -31,6 +31,7 @@ type Memory struct {
 	logEnds    map[TopicPartition]LogEnd
 	acls       []acl.Binding
 	superRoles []string
+	txn        *memoryTxns // memory_transactions.go
 
 	// aclsChanged: Postgres's NOTIFY kafgres_acls.
 	aclsChanged chan struct{}
