@@ -70,6 +70,7 @@ func servedAPIs() apiTable {
 		{key: 24, min: 0, max: 5, handle: serve(handleAddPartitionsToTxn)},
 		{key: 25, min: 0, max: 4, handle: serve(handleAddOffsetsToTxn)},
 		{key: 26, min: 0, max: 5, handle: serve(handleEndTxn)},
+		{key: 27, min: 1, max: 2, handle: serve(handleWriteTxnMarkers)},
 		{key: 28, min: 0, max: 6, handle: serve(handleTxnOffsetCommit)},
 		{key: 29, min: 1, max: 3, handle: serve(handleDescribeACLs), cluster: &clusterCheck{kmsg.ACLOperationDescribe, deniedDescribeACLs}},
 		{key: 30, min: 1, max: 3, handle: serve(handleCreateACLs), cluster: &clusterCheck{kmsg.ACLOperationAlter, deniedCreateACLs}},

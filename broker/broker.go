@@ -70,6 +70,11 @@ type Broker struct {
 	mapper    *principal.Mapper
 	sessions  *sessions
 
+	// sourcePID is the producer id of the SQL source's Kafka transactions
+	// (sourced.go), -1 until one is needed; sourceMu guards it.
+	sourceMu  sync.Mutex
+	sourcePID int64
+
 	// fatal is closed with fatalErr set when the broker must stop (a failed
 	// fsync): continuing could acknowledge data the kernel dropped.
 	fatalOnce sync.Once
@@ -116,7 +121,12 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: log, apis: servedAPIs(), data: data, fatal: make(chan struct{})}
+	b := &Broker{cfg: cfg, log: log, apis: servedAPIs(), data: data, fatal: make(chan struct{}), sourcePID: -1}
+	if id, ok, err := data.SourceProducer(); err != nil {
+		return nil, err
+	} else if ok {
+		b.sourcePID = id
+	}
 	b.frameBudget = newBudget(cfg.QueuedMaxRequestBytes)
 	// Large frame buffers kept for reuse: up to the request budget.
 	b.frames.bigMax = cfg.QueuedMaxRequestBytes

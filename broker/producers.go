@@ -158,3 +158,21 @@ func (w producerWindow) marker(m segment.Marker, ts int64) (first int64) {
 	first, e.txnFirst = e.txnFirst, -1
 	return first
 }
+
+// nextSequence is the base sequence of producer pid's next batch at epoch:
+// one past its last, or 0 for a producer or epoch not seen here.
+func (w producerWindow) nextSequence(pid int64, epoch int16) int32 {
+	e := w[pid]
+	if e == nil || e.epoch != epoch || len(e.batches) == 0 {
+		return 0
+	}
+	return nextSeq(e.batches[len(e.batches)-1].lastSeq)
+}
+
+// nextSeq is the sequence after last, wrapping as Kafka's sequences do.
+func nextSeq(last int32) int32 {
+	if last == math.MaxInt32 {
+		return 0
+	}
+	return last + 1
+}

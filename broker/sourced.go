@@ -54,6 +54,8 @@ func (b *Broker) SourceApplied(topic string, partition int32) (uint64, error) {
 
 // AppendSourced appends batches from the replication stream and makes them
 // durable before it returns (the channel it returns is already closed).
+// With inTxn the batches join the SQL source's Kafka transaction (see
+// CommitSourced).
 //
 // The fsync runs here, on the producer's goroutine, not in the committer's
 // group commit: the producer waits for it anyway, and handing it to the
@@ -67,8 +69,8 @@ func (b *Broker) SourceApplied(topic string, partition int32) (uint64, error) {
 // an error would make the producer retry the group, and the retry would
 // skip the batches that are in the log but not durable and acknowledge
 // them before the broker is down.
-func (b *Broker) AppendSourced(topic string, partition int32, batches []segment.SourcedBatch) (<-chan struct{}, error) {
-	p, err := b.appendSourced(topic, partition, batches)
+func (b *Broker) AppendSourced(topic string, partition int32, batches []segment.SourcedBatch, inTxn bool) (<-chan struct{}, error) {
+	p, err := b.appendSourced(topic, partition, batches, inTxn)
 	if errors.Is(err, errLogFailed) {
 		return make(chan struct{}), nil
 	}
@@ -90,6 +92,93 @@ func (b *Broker) AppendSourced(topic string, partition int32, batches []segment.
 	return closed(), nil
 }
 
+// The SQL source's Kafka transactions (docs/producing.md, "SQL transactions
+// as Kafka transactions"): the producer makes a group that writes to more
+// than one partition one transaction of the source's own producer id, so
+// read_committed consumers see all of it or none. The id comes from
+// kafgres.producer_id_seq once and is kept in the data directory, beside
+// the log whose open transactions it names; its epoch is always 0, as
+// nothing else ever writes with it and the source never aborts.
+
+// sourceEpoch is the epoch of every batch and marker of the source.
+const sourceEpoch = 0
+
+// sourceProducer returns the source's producer id, allocating and
+// recording it the first time.
+func (b *Broker) sourceProducer() (int64, error) {
+	b.sourceMu.Lock()
+	defer b.sourceMu.Unlock()
+	if b.sourcePID >= 0 {
+		return b.sourcePID, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.meta.NextProducerID(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("allocate the SQL source's producer id: %w", err)
+	}
+	if err := b.data.SetSourceProducer(id); err != nil {
+		return -1, err
+	}
+	b.sourcePID = id
+	return id, nil
+}
+
+// knownSourceProducer is the source's producer id, or -1 if it has none
+// yet (and so no open transaction).
+func (b *Broker) knownSourceProducer() int64 {
+	b.sourceMu.Lock()
+	defer b.sourceMu.Unlock()
+	return b.sourcePID
+}
+
+// sourceTxnPartitions lists the partitions where the source's transaction
+// is open.
+func (b *Broker) sourceTxnPartitions() []*partition {
+	pid := b.knownSourceProducer()
+	if pid < 0 {
+		return nil
+	}
+	var out []*partition
+	for _, t := range b.catalog.topics() {
+		for _, p := range t.parts {
+			p.mu.Lock()
+			_, open := p.txns.open[pid]
+			p.mu.Unlock()
+			if open {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// SourcedTxn says whether the source's transaction is open somewhere, and
+// the highest source position appended in it.
+func (b *Broker) SourcedTxn() (open bool, end uint64) {
+	for _, p := range b.sourceTxnPartitions() {
+		open, end = true, max(end, p.log.SourceApplied())
+	}
+	return open, end
+}
+
+// CommitSourced writes the source's COMMIT markers on every partition
+// where its transaction is open, durably.
+func (b *Broker) CommitSourced(ctx context.Context) error {
+	parts := b.sourceTxnPartitions()
+	if len(parts) == 0 {
+		return nil
+	}
+	m := txnMarker{producerID: b.knownSourceProducer(), epoch: sourceEpoch, commit: true}
+	if err := b.writeTxnMarkers(ctx, m, parts); err != nil {
+		return fmt.Errorf("commit the SQL source's transaction: %w", err)
+	}
+	for _, p := range parts {
+		b.mirror.mark(p)
+	}
+	return nil
+}
+
 // errLogFailed marks an append error after which the broker stops.
 var errLogFailed = errors.New("log failed; the broker is stopping")
 
@@ -101,8 +190,9 @@ func closed() <-chan struct{} {
 	return ch
 }
 
-// appendSourced writes batches (not yet durable) to a partition.
-func (b *Broker) appendSourced(topic string, partition int32, batches []segment.SourcedBatch) (*partition, error) {
+// appendSourced writes batches (not yet durable) to a partition; with
+// inTxn, as the source's transactional batches.
+func (b *Broker) appendSourced(topic string, partition int32, batches []segment.SourcedBatch, inTxn bool) (*partition, error) {
 	p := b.catalog.partition(topic, partition)
 	if p == nil {
 		return nil, fmt.Errorf("%w %s-%d", errUnknownTopic, topic, partition)
@@ -115,8 +205,15 @@ func (b *Broker) appendSourced(topic string, partition int32, batches []segment.
 			}
 		}
 	}
+	pid := int64(-1)
+	if inTxn {
+		var err error
+		if pid, err = b.sourceProducer(); err != nil {
+			return nil, err
+		}
+	}
 	p.mu.Lock()
-	_, err := p.log.AppendSourced(batches, p.epoch)
+	err := p.appendSourcedLocked(batches, pid)
 	p.mu.Unlock()
 	if err != nil {
 		if !errors.Is(err, segment.ErrClosed) {
@@ -131,3 +228,34 @@ func (b *Broker) appendSourced(topic string, partition int32, batches []segment.
 // Delivered records that everything up to lsn is durable; the mirror
 // publishes it to kafgres.delivery for kafgres_wait_delivered.
 func (b *Broker) Delivered(lsn uint64, records bool) { b.mirror.delivered(lsn, records) }
+
+// appendSourcedLocked appends batches, first making them transactional
+// batches of producer pid (sequences continuing its window here) unless pid
+// is -1. Callers hold p.mu.
+func (p *partition) appendSourcedLocked(batches []segment.SourcedBatch, pid int64) error {
+	if pid < 0 {
+		_, err := p.log.AppendSourced(batches, p.epoch)
+		return err
+	}
+	hs := make([]segment.BatchHeader, len(batches))
+	seq := p.producers.nextSequence(pid, sourceEpoch)
+	for i, sb := range batches {
+		if err := segment.SetTransactional(sb.Batch, pid, sourceEpoch, seq); err != nil {
+			return fmt.Errorf("make a sourced batch transactional: %w", err)
+		}
+		h, err := segment.ParseBatchHeader(sb.Batch)
+		if err != nil {
+			return fmt.Errorf("make a sourced batch transactional: %w", err)
+		}
+		hs[i], seq = h, nextSeq(lastSeq(h))
+	}
+	bases, err := p.log.AppendSourced(batches, p.epoch)
+	if err != nil {
+		return err
+	}
+	for i, base := range bases {
+		p.applyBatch(hs[i], base)
+	}
+	p.refreshUnstable()
+	return nil
+}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -38,7 +39,7 @@ func sourcedBatch(source uint64) []segment.SourcedBatch {
 func TestAppendSourcedDurableOnReturn(t *testing.T) {
 	b, p := sourcedBroker(t)
 	for i, source := range []uint64{100, 200} {
-		ch, err := b.AppendSourced("t", 0, sourcedBatch(source))
+		ch, err := b.AppendSourced("t", 0, sourcedBatch(source), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,10 +64,10 @@ func TestAppendSourcedDurableOnReturn(t *testing.T) {
 // what the log holds).
 func TestAppendSourcedFailureNeverAcknowledges(t *testing.T) {
 	b, _ := sourcedBroker(t)
-	if _, err := b.AppendSourced("t", 0, sourcedBatch(200)); err != nil {
+	if _, err := b.AppendSourced("t", 0, sourcedBatch(200), false); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := b.AppendSourced("t", 0, sourcedBatch(100)) // source going backwards
+	ch, err := b.AppendSourced("t", 0, sourcedBatch(100), false) // source going backwards
 	if err != nil {
 		t.Fatalf("AppendSourced = %v; want a channel that never closes", err)
 	}
@@ -84,7 +85,64 @@ func TestAppendSourcedFailureNeverAcknowledges(t *testing.T) {
 		t.Fatalf("stopped with %v", b.fatalErr)
 	}
 	// An unknown partition is an error the producer handles, not a stop.
-	if _, err := b.AppendSourced("t", 3, sourcedBatch(300)); !errors.Is(err, errUnknownTopic) {
+	if _, err := b.AppendSourced("t", 3, sourcedBatch(300), false); !errors.Is(err, errUnknownTopic) {
 		t.Fatalf("unknown partition: %v", err)
+	}
+}
+
+// TestInProcessSourcedTransaction: batches the SQL producer appends in its
+// transaction are withheld from read_committed consumers on every partition
+// until CommitSourced; the open transaction and the source's producer id
+// survive a crash, and the commit after it exposes both partitions at once.
+func TestInProcessSourcedTransaction(t *testing.T) {
+	tb := startTestBroker(t)
+	c := tb.dial(t)
+	tb.createTopic(t, c, "sa", 1, nil)
+	tb.createTopic(t, c, "sb", 1, nil)
+	for _, topic := range []string{"sa", "sb"} {
+		if _, err := tb.AppendSourced(topic, 0, sourcedBatch(100), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if open, end := tb.SourcedTxn(); !open || end != 100 {
+		t.Fatalf("SourcedTxn = %v, %d; want open up to 100", open, end)
+	}
+	for _, topic := range []string{"sa", "sb"} {
+		wantFetch(t, topic+" read_committed before the commit", tb.fetchTxn(c, topic, 0, 1), 5, 0, nil, nil)
+		wantFetch(t, topic+" read_uncommitted before the commit", tb.fetchTxn(c, topic, 0, 0), 5, 0, []int64{0}, nil)
+	}
+	pid := tb.knownSourceProducer()
+	if ap, ok := tb.describeProducers(c, "sa")[pid]; !ok || ap.CurrentTxnStartOffset != 0 || ap.LastSequence != 4 {
+		t.Fatalf("source producer %d on sa: %+v (found %v)", pid, ap, ok)
+	}
+
+	tb = tb.restartAfterCrash(t)
+	c = tb.dial(t)
+	if got := tb.knownSourceProducer(); got != pid {
+		t.Fatalf("source producer after the restart %d, want %d", got, pid)
+	}
+	if open, end := tb.SourcedTxn(); !open || end != 100 {
+		t.Fatalf("after the restart SourcedTxn = %v, %d; want open up to 100", open, end)
+	}
+	if err := tb.CommitSourced(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if open, _ := tb.SourcedTxn(); open {
+		t.Fatal("still open after CommitSourced")
+	}
+	for _, topic := range []string{"sa", "sb"} {
+		wantFetch(t, topic+" read_committed after the commit", tb.fetchTxn(c, topic, 0, 1), 6, 6, []int64{0, 5}, []int64{5})
+	}
+	if err := tb.CommitSourced(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantFetch(t, "a second commit with nothing open", tb.fetchTxn(c, "sa", 0, 1), 6, 6, []int64{0, 5}, []int64{5})
+
+	// The next transaction continues the source's sequences.
+	if _, err := tb.AppendSourced("sa", 0, sourcedBatch(200), true); err != nil {
+		t.Fatal(err)
+	}
+	if ap := tb.describeProducers(c, "sa")[pid]; ap.CurrentTxnStartOffset != 6 || ap.LastSequence != 9 {
+		t.Fatalf("second transaction: %+v, want it to start at 6 with sequences 5-9", ap)
 	}
 }

@@ -11,6 +11,16 @@
 // lost either. That skip is per partition, so a replay must place every
 // record where the first attempt did: placement depends only on what the
 // WAL says (placement.go).
+//
+// Atomic for read_committed consumers: a group that writes to more than one
+// partition is one Kafka transaction of the source's own producer id. Its
+// batches are appended as transactional and made durable everywhere first;
+// only then are the COMMIT markers written (CommitSourced), so no crash can
+// leave one partition's records visible and another's missing. A replay
+// skips the batches already there and commits whatever transaction the
+// crash left open, on every partition, before it appends anything else.
+// read_uncommitted consumers see the records as soon as they are durable,
+// in commit order, as before.
 package producer
 
 import (
@@ -37,8 +47,18 @@ type Log interface {
 	// SourceApplied is the highest source position appended to a partition.
 	SourceApplied(topic string, partition int32) (uint64, error)
 	// AppendSourced appends batches in order; the channel closes once they
-	// are durable.
-	AppendSourced(topic string, partition int32, batches []segment.SourcedBatch) (<-chan struct{}, error)
+	// are durable. With inTxn they are part of the source's Kafka
+	// transaction: transactional batches that read_committed consumers do
+	// not see until CommitSourced.
+	AppendSourced(topic string, partition int32, batches []segment.SourcedBatch, inTxn bool) (<-chan struct{}, error)
+	// CommitSourced commits the source's Kafka transaction on every
+	// partition where one is open (COMMIT markers), durably, before it
+	// returns. With none open it does nothing.
+	CommitSourced(ctx context.Context) error
+	// SourcedTxn says whether the source's Kafka transaction is open on
+	// some partition (a crash came between its data and its markers), and
+	// the highest source position appended in it.
+	SourcedTxn() (open bool, end uint64)
 	// Delivered publishes that everything up to lsn is durably in the log
 	// (kafgres.delivery, read by kafgres_wait_delivered); records says
 	// whether records were appended, or lsn only moved past WAL without
@@ -74,6 +94,12 @@ type Producer struct {
 	placement   *placement
 	failpoint   Failpoint
 	logger      *slog.Logger
+
+	// txnOpen: the source's Kafka transaction is open, holding appends up
+	// to source position txnEnd; every append goes into it until a group
+	// reaches txnEnd and commits it.
+	txnOpen bool
+	txnEnd  uint64
 }
 
 const (
@@ -94,6 +120,11 @@ func (p *Producer) Run(ctx context.Context) error {
 	events := make(chan decoder.Event, eventBuffer)
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- p.source.Run(ctx, events) }()
+
+	// A transaction the last run left open (it died between its data and
+	// its markers) stays open until the replay has appended everything it
+	// was to hold; see startGroup.
+	p.txnOpen, p.txnEnd = p.log.SourcedTxn()
 
 	var acked uint64
 	for {
@@ -169,7 +200,24 @@ func (p *Producer) appendWithRetry(ctx context.Context, txns []*decoder.Transact
 	err := retry.Run(ctx, retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}, func(ctx context.Context) (bool, error) {
 		waits, err := p.startGroup(ctx, txns)
 		all = appendWaits(all, waits...)
-		return false, err
+		if err != nil || !p.txnOpen {
+			return false, err
+		}
+		// Commit once the transaction holds all it was to: the markers go
+		// only where the data is durable, and only when no record of a
+		// transaction it holds is still to be appended elsewhere.
+		end := uint64(txns[len(txns)-1].EndLSN)
+		if p.txnEnd = max(p.txnEnd, end); end < p.txnEnd {
+			return false, nil
+		}
+		if err := wait(ctx, all); err != nil {
+			return false, err
+		}
+		if err := p.log.CommitSourced(ctx); err != nil {
+			return false, fmt.Errorf("commit the group's transaction: %w", err)
+		}
+		p.txnOpen = false
+		return false, nil
 	}, func(f retry.Failure) {
 		level := slog.LevelDebug
 		if f.Log {
@@ -342,14 +390,22 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 		}
 	}
 
+	// A group for more than one partition is one Kafka transaction, so
+	// read_committed consumers see all of it or none of it. order counts
+	// the partitions the group places records on, appended before or
+	// not, so every attempt decides the same; and while a transaction is
+	// open every append joins it.
+	if len(order) > 1 {
+		p.txnOpen = true
+	}
+	atomic := p.txnOpen
 	var waits []<-chan struct{}
 	for _, tp := range order {
 		pd := parts[tp]
-		pd.close()
-		if len(pd.batches) == 0 {
+		if pd.close(); len(pd.batches) == 0 {
 			continue
 		}
-		ch, err := p.log.AppendSourced(tp.topic, tp.partition, pd.batches)
+		ch, err := p.log.AppendSourced(tp.topic, tp.partition, pd.batches, atomic)
 		if err != nil {
 			return waits, fmt.Errorf("append to %s-%d: %w", tp.topic, tp.partition, err)
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,13 @@ type fakeLog struct {
 	applied    map[string]uint64 // "topic/partition" -> source
 	appended   map[string][]segment.SourcedBatch
 	delivered  uint64
+
+	// The source's Kafka transaction: where it is open, the highest
+	// source in it, and the partitions of every commit.
+	open    map[string]bool
+	txnEnd  uint64
+	inTxn   map[string][]bool // per append: was it transactional
+	commits [][]string
 }
 
 func key(topic string, p int32) string { return topic + "/" + string(rune('0'+p)) }
@@ -42,13 +51,40 @@ func (f *fakeLog) MaxMessageBytes(topic string) (int32, error) {
 func (f *fakeLog) SourceApplied(topic string, p int32) (uint64, error) {
 	return f.applied[key(topic, p)], nil
 }
-func (f *fakeLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch) (<-chan struct{}, error) {
+func (f *fakeLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch, inTxn bool) (<-chan struct{}, error) {
 	f.appended[key(topic, p)] = append(f.appended[key(topic, p)], b...)
+	if f.inTxn == nil {
+		f.inTxn = map[string][]bool{}
+	}
+	f.inTxn[key(topic, p)] = append(f.inTxn[key(topic, p)], inTxn)
+	if inTxn {
+		if f.open == nil {
+			f.open = map[string]bool{}
+		}
+		f.open[key(topic, p)] = true
+		for _, sb := range b {
+			f.txnEnd = max(f.txnEnd, sb.Source)
+		}
+	}
 	done := make(chan struct{})
 	close(done)
 	return done, nil
 }
 func (f *fakeLog) Delivered(lsn uint64, _ bool) { f.delivered = lsn }
+func (f *fakeLog) CommitSourced(context.Context) error {
+	if len(f.open) == 0 {
+		return nil
+	}
+	var parts []string
+	for k := range f.open {
+		parts = append(parts, k)
+	}
+	sort.Strings(parts)
+	f.commits = append(f.commits, parts)
+	f.open, f.txnEnd = nil, 0
+	return nil
+}
+func (f *fakeLog) SourcedTxn() (bool, uint64) { return len(f.open) > 0, f.txnEnd }
 
 // deadLetters collects dead letters in memory.
 type deadLetters struct{ got []DeadLetter }
@@ -86,6 +122,70 @@ func txn(end uint64, values ...string) *decoder.Transaction {
 		tx.Items = append(tx.Items, &decoder.Produced{Topic: "t", Partition: 0, Value: []byte(v)})
 	}
 	return tx
+}
+
+// txnTo is a transaction of one kafgres_produce record per value, the ith
+// to partition parts[i] of t.
+func txnTo(end uint64, parts []int32, values ...string) *decoder.Transaction {
+	tx := &decoder.Transaction{EndLSN: decoder.LSN(end), CommitTime: time.UnixMilli(1_700_000_000_000)}
+	for i, v := range values {
+		tx.Items = append(tx.Items, &decoder.Produced{Topic: "t", Partition: parts[i], Value: []byte(v)})
+	}
+	return tx
+}
+
+// TestGroupAcrossPartitionsIsOneTransaction: a group whose records go to
+// several partitions is appended transactionally and committed once the
+// appends are durable; a group for one partition needs no transaction.
+func TestGroupAcrossPartitionsIsOneTransaction(t *testing.T) {
+	log := &fakeLog{partitions: map[string]int32{"t": 3}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}
+	p := newProducer(log, &deadLetters{})
+	ctx := context.Background()
+	if _, err := p.appendWithRetry(ctx, []*decoder.Transaction{txnTo(10, []int32{0, 1, 2}, "a", "b", "c")}); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{key("t", 0), key("t", 1), key("t", 2)}}; !reflect.DeepEqual(log.commits, want) {
+		t.Fatalf("commits %v, want %v", log.commits, want)
+	}
+	for part := int32(0); part < 3; part++ {
+		if got := log.inTxn[key("t", part)]; !reflect.DeepEqual(got, []bool{true}) {
+			t.Fatalf("partition %d appends transactional: %v, want [true]", part, got)
+		}
+	}
+	if _, err := p.appendWithRetry(ctx, []*decoder.Transaction{txnTo(20, []int32{1, 1}, "d", "e")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.inTxn[key("t", 1)]; !reflect.DeepEqual(got, []bool{true, false}) || len(log.commits) != 1 {
+		t.Fatalf("a one-partition group: transactional %v, commits %v; want a plain append and no commit", got, log.commits)
+	}
+}
+
+// TestOpenTransactionWaitsForTheReplay: a transaction a crash left open on
+// partition 0 holding records up to source 300 stays open, and every append
+// joins it, until the replay has reached 300: committing it earlier would
+// show read_committed consumers partition 0's part of transaction 300
+// without partition 1's.
+func TestOpenTransactionWaitsForTheReplay(t *testing.T) {
+	log := &fakeLog{partitions: map[string]int32{"t": 2}, applied: map[string]uint64{key("t", 0): 300}, appended: map[string][]segment.SourcedBatch{},
+		open: map[string]bool{key("t", 0): true}, txnEnd: 300}
+	p := newProducer(log, &deadLetters{})
+	p.txnOpen, p.txnEnd = log.SourcedTxn()
+	ctx := context.Background()
+	if _, err := p.appendWithRetry(ctx, []*decoder.Transaction{txnTo(200, []int32{1}, "x")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(log.commits) != 0 || !reflect.DeepEqual(log.inTxn[key("t", 1)], []bool{true}) {
+		t.Fatalf("before the replay reached 300: commits %v, partition 1 transactional %v; want no commit and a transactional append", log.commits, log.inTxn[key("t", 1)])
+	}
+	if _, err := p.appendWithRetry(ctx, []*decoder.Transaction{txnTo(300, []int32{0, 1}, "y0", "y1")}); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{key("t", 0), key("t", 1)}}; !reflect.DeepEqual(log.commits, want) {
+		t.Fatalf("commits %v, want %v", log.commits, want)
+	}
+	if n := len(log.appended[key("t", 0)]); n != 0 {
+		t.Fatalf("partition 0 got %d batches again; its part of 300 was there", n)
+	}
 }
 
 func TestAppendGroupSkipsAppliedAndKeepsOrder(t *testing.T) {
@@ -211,7 +311,7 @@ type crashingLog struct {
 	budget int // appends that succeed; -1: all
 }
 
-func (c *crashingLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch) (<-chan struct{}, error) {
+func (c *crashingLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch, inTxn bool) (<-chan struct{}, error) {
 	if c.budget == 0 {
 		return nil, errors.New("crash")
 	}
@@ -219,7 +319,7 @@ func (c *crashingLog) AppendSourced(topic string, p int32, b []segment.SourcedBa
 	for _, sb := range b {
 		c.applied[key(topic, p)] = max(c.applied[key(topic, p)], sb.Source)
 	}
-	return c.fakeLog.AppendSourced(topic, p, b)
+	return c.fakeLog.AppendSourced(topic, p, b, inTxn)
 }
 
 // TestPlacementSurvivesReplay: records with and without a key, spread over
@@ -332,7 +432,7 @@ func TestAppendGroupDeadLettersWhatCannotBeAppended(t *testing.T) {
 // stuckLog never makes an append durable.
 type stuckLog struct{ *fakeLog }
 
-func (stuckLog) AppendSourced(string, int32, []segment.SourcedBatch) (<-chan struct{}, error) {
+func (stuckLog) AppendSourced(string, int32, []segment.SourcedBatch, bool) (<-chan struct{}, error) {
 	return make(chan struct{}), nil
 }
 
@@ -385,7 +485,7 @@ type flakyLog struct {
 	failed bool
 }
 
-func (f *flakyLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch) (<-chan struct{}, error) {
+func (f *flakyLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch, inTxn bool) (<-chan struct{}, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if p == 1 && !f.failed {

@@ -35,6 +35,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
@@ -101,6 +102,34 @@ func (d *Dir) Usage() (total, usable int64, err error) {
 func (d *Dir) WritePIDFile() error {
 	p := filepath.Join(d.root, "broker.pid")
 	return os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o640)
+}
+
+// sourceProducerFile holds the producer id of the SQL source's Kafka
+// transactions (docs/producing.md). It belongs with the log: a transaction
+// the source left open lives in these partitions.
+const sourceProducerFile = "source-producer-id"
+
+// SourceProducer reads the SQL source's producer id; ok is false when none
+// was ever written here.
+func (d *Dir) SourceProducer() (id int64, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(d.root, sourceProducerFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read source producer id: %w", err)
+	}
+	id, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || id < 0 {
+		return 0, false, fmt.Errorf("read source producer id: %s holds %q", filepath.Join(d.root, sourceProducerFile), b)
+	}
+	return id, true, nil
+}
+
+// SetSourceProducer records the SQL source's producer id, durably before
+// it returns.
+func (d *Dir) SetSourceProducer(id int64) error {
+	return segment.WriteFileAtomic(d.root, sourceProducerFile, []byte(strconv.FormatInt(id, 10)+"\n"), d.fsync)
 }
 
 // PartitionDir is the directory of partition index of topic.

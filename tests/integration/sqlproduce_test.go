@@ -22,8 +22,14 @@ import (
 // uncommitted: kafgres never stores a record before its transaction commits).
 func readTopic(t *testing.T, addr, topic string, n int) []*kgo.Record {
 	t.Helper()
+	return readTopicAs(t, addr, topic, n, kgo.ReadUncommitted())
+}
+
+// readTopicAs is readTopic at an isolation level.
+func readTopicAs(t *testing.T, addr, topic string, n int, isolation kgo.IsolationLevel) []*kgo.Record {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(isolation))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,12 @@ func writeFileAtomic(dir, name string, data []byte, fsync bool) error {
 	return nil
 }
 
+// WriteFileAtomic replaces dir/name with data as a whole: written aside,
+// fsynced, renamed, and the directory fsynced (the fsyncs only with fsync).
+func WriteFileAtomic(dir, name string, data []byte, fsync bool) error {
+	return writeFileAtomic(dir, name, data, fsync)
+}
+
 // MarkerFile is the file by which a partition directory says that kafgres
 // created it. Its content belongs to the caller (the broker records which
 // topic the directory was made for); this package only places it durably
