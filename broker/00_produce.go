@@ -33,6 +33,9 @@ package broker
 //   - WRITE on each topic (docs/security.md, "Authorization"): denied is
 //     TOPIC_AUTHORIZATION_FAILED on its partitions, whether or not the
 //     topic exists; an unknown topic id (v13) is answered first
+//   - internal topics (internal_topics.go): INVALID_TOPIC_EXCEPTION with no
+//     message, once the checks above the batch's own have passed, unless
+//     the client id is __admin_client, as Kafka's ReplicaManager answers
 //   - transactional batches: INVALID_TXN_STATE (transactions are not served yet)
 //   - v0-v2 (message formats v0/v1, gone from Kafka 4): UNSUPPORTED_VERSION
 //     per partition
@@ -84,7 +87,15 @@ func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRe
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
-			p, err := b.producePartition(ctx, req, t, writable, rp)
+			var (
+				p   *appended
+				err error
+			)
+			if internalAppendRefused(req, t, writable, rp, cc.clientID) {
+				err = kerr.InvalidTopicException
+			} else {
+				p, err = b.producePartition(ctx, req, t, writable, rp)
+			}
 			if err == nil && p != nil {
 				sp.BaseOffset, sp.LogAppendTime = p.base, p.logAppendTime
 				sp.LogStartOffset = p.part.log.LogStartOffset()
