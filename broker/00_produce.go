@@ -45,6 +45,9 @@ package broker
 //     without a producer id is stored as a plain batch, as Kafka does. A
 //     non-transactional batch of a producer whose transaction is open here:
 //     INVALID_TXN_STATE
+//   - internal topics (internal_topics.go): INVALID_TOPIC_EXCEPTION with no
+//     message, once the checks above the batch's own have passed, unless
+//     the client id is __admin_client, as Kafka's ReplicaManager answers
 //   - v0-v2 (message formats v0/v1, gone from Kafka 4): UNSUPPORTED_VERSION
 //     per partition
 //
@@ -102,7 +105,15 @@ func handleProduce(ctx context.Context, b *Broker, cc *conn, req *kmsg.ProduceRe
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
-			p, err := b.producePartition(ctx, req, t, writable, rp)
+			var (
+				p   *appended
+				err error
+			)
+			if internalAppendRefused(req, t, writable, rp, cc.clientID) {
+				err = kerr.InvalidTopicException
+			} else {
+				p, err = b.producePartition(ctx, req, t, writable, rp)
+			}
 			if err == nil && p != nil {
 				sp.BaseOffset, sp.LogAppendTime = p.base, p.logAppendTime
 				sp.LogStartOffset = p.part.log.LogStartOffset()

@@ -11,6 +11,11 @@ package broker
 //     the request allows it (always below v4), with the default partition
 //     count; otherwise UNKNOWN_TOPIC_OR_PARTITION
 //   - an invalid name gets INVALID_TOPIC_EXCEPTION
+//   - internal topics (internal_topics.go) have IsInternal set, also when
+//     named but missing (UNKNOWN_TOPIC_OR_PARTITION) or when their
+//     creation is denied; auto-creation makes __consumer_offsets and
+//     __transaction_state as their coordinators would (50 partitions,
+//     compacted), not with the default partition count
 //   - authorized operations (v8+ topics, v8-v10 cluster, when asked): those
 //     the authorizer allows (every operation that applies without one) —
 //     for topics in error too; the cluster's is 0 without DESCRIBE on it
@@ -113,17 +118,21 @@ func handleMetadata(ctx context.Context, b *Broker, cc *conn, req *kmsg.Metadata
 			}
 			if t = b.catalog.lookup(ctx, name); t == nil && allowCreate {
 				if !mayCreate(name) {
-					createDenied = append(createDenied, topicError(name, kerr.TopicAuthorizationFailed))
+					mt := topicError(name, kerr.TopicAuthorizationFailed)
+					mt.IsInternal = isInternalTopic(name)
+					createDenied = append(createDenied, mt)
 					continue
 				}
-				created, err := b.catalog.create(ctx, name, b.cfg.DefaultPartition)
+				created, err := b.autoCreateTopic(ctx, name)
 				if err != nil {
 					b.log.Error("auto-create topic", "topic", name, "err", err)
 				}
 				t = created
 			}
 			if t == nil {
-				resp.Topics = append(resp.Topics, topicErrorOps(name, kerr.UnknownTopicOrPartition, described(name)))
+				mt := topicErrorOps(name, kerr.UnknownTopicOrPartition, described(name))
+				mt.IsInternal = isInternalTopic(name) // by name, as Kafka answers
+				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
 		}
@@ -172,6 +181,7 @@ func (b *Broker) topicMetadata(t *topic, mt kmsg.MetadataResponseTopic) kmsg.Met
 	name := t.name
 	mt.Topic = &name
 	mt.TopicID = t.uuid
+	mt.IsInternal = isInternalTopic(name)
 	for _, p := range t.parts {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.index

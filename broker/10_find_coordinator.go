@@ -5,9 +5,13 @@ package broker
 // Behavior:
 //   - kafgres is one broker, so it coordinates every group and every
 //     transactional id: node 1 at the advertised endpoint of the listener
-//     the client connected through. Nothing is
+//     the client connected through. No group or transactional id is
 //     created by asking (as in Kafka, whose coordinator for an unknown
-//     transactional id is simply the leader of its partition).
+//     transactional id is simply the leader of its partition), but the
+//     first lookup of a group creates __consumer_offsets and that of a
+//     transactional id __transaction_state, where Kafka creates them
+//     (internal_topics.go); kafgres answers at once where Kafka answers
+//     COORDINATOR_NOT_AVAILABLE until the topic is ready
 //   - share-group keys (type 2) get INVALID_REQUEST: share groups are not
 //     served (Kafka answers the same when its share coordinator is off);
 //     unknown key types get INVALID_REQUEST, as Kafka's CoordinatorType.forId
@@ -26,9 +30,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func handleFindCoordinator(_ context.Context, b *Broker, cc *conn, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
+func handleFindCoordinator(ctx context.Context, b *Broker, cc *conn, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	host, port := b.endpoint(cc)
+	switch req.CoordinatorType {
+	case 0:
+		b.groupsUsed(ctx)
+	case 1:
+		b.transactionsUsed(ctx)
+	}
 	if req.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()

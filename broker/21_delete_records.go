@@ -10,7 +10,9 @@ package broker
 //     never moves back: deleting below the current start changes nothing
 //   - an offset above the high watermark (or below -1) is
 //     OFFSET_OUT_OF_RANGE; unknown topics and partitions
-//     UNKNOWN_TOPIC_OR_PARTITION
+//     UNKNOWN_TOPIC_OR_PARTITION; partitions of internal topics
+//     (internal_topics.go) INVALID_TOPIC_EXCEPTION, as Kafka's
+//     ReplicaManager answers
 //
 //   - DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (low watermark
 //     -1), existence hidden
@@ -68,6 +70,9 @@ func (b *Broker) deleteRecords(t *topic, index int32, offset int64) (int64, erro
 	p := t.partition(index)
 	if p == nil {
 		return 0, kerr.UnknownTopicOrPartition
+	}
+	if isInternalTopic(t.name) {
+		return 0, kerr.InvalidTopicException
 	}
 	hw := p.highWatermark()
 	if offset == -1 {

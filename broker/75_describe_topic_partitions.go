@@ -13,6 +13,8 @@ package broker
 //     answers without an authorizer
 //   - unknown names get UNKNOWN_TOPIC_OR_PARTITION, invalid names
 //     INVALID_TOPIC_EXCEPTION; topics are never created here
+//   - internal topics (internal_topics.go) have IsInternal set, also when
+//     named but missing
 //
 //   - DESCRIBE on each topic: all-topics requests leave the others out;
 //     named ones get TOPIC_AUTHORIZATION_FAILED (no id, no partitions),
@@ -75,6 +77,7 @@ func handleDescribeTopicPartitions(ctx context.Context, b *Broker, cc *conn, req
 		out := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		n := name
 		out.Topic = &n
+		out.IsInternal = isInternalTopic(name) // by name, known or not, as Kafka answers
 		out.AuthorizedOperations = b.authorizedOps(cc, kmsg.ACLResourceTypeTopic, name)
 		t := b.catalog.lookup(ctx, name)
 		switch {

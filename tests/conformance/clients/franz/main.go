@@ -231,6 +231,7 @@ var scenarios = map[string]func(context.Context, *runner) error{
 	"auto-create":                autoCreate,
 	"offset-out-of-range":        offsetOutOfRange,
 	"empty-topic":                emptyTopic,
+	"internal-topics":            internalTopicsScenario,
 }
 
 // apiVersions prints the broker's advertised API ranges.
