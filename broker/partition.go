@@ -93,7 +93,7 @@ func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoc
 				return err
 			}
 			if m, err := segment.ParseMarker(data); err == nil {
-				p.applyMarker(m, h.BaseOffset, h.MaxTimestamp)
+				p.applyMarker(m, h.BaseOffset, h.MaxTimestamp, nil)
 			}
 		}
 		if n := len(p.epochs); n == 0 || h.LeaderEpoch > p.epochs[n-1].epoch {
@@ -163,6 +163,12 @@ func (p *partition) publish(durableEnd int64) {
 			break
 		}
 	}
+	p.notify()
+}
+
+// notify wakes the fetchers waiting for the partition: its high watermark
+// or last stable offset moved.
+func (p *partition) notify() {
 	p.watchMu.Lock()
 	for ch := range p.watchers {
 		select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -37,16 +38,25 @@ type txnMarker struct {
 // (TRANSACTION_COORDINATOR_FENCED); the errors wrap the *kerr.Error. It is
 // safe to call twice for the same transaction (recovery after a crash): a
 // second marker is harmless, as in Kafka.
+//
+// The transaction becomes stable (the last stable offsets move past it) on
+// all the partitions at once, when the last marker is durable: unlike
+// Kafka, where each partition's marker lands on its own, no read_committed
+// consumer can see one partition's part of a transaction and then miss
+// another's.
 func (b *Broker) writeTxnMarkers(ctx context.Context, m txnMarker, parts []*partition) error {
 	var (
-		errs []error
-		last *pass
+		errs     []error
+		last     *pass
+		appended []*partition
+		released = new(atomic.Bool)
 	)
 	for _, p := range parts {
-		err := p.appendMarker(segment.Marker{ProducerID: m.producerID, ProducerEpoch: m.epoch, CoordinatorEpoch: m.coordinatorEpoch, Commit: m.commit})
+		err := p.appendMarker(segment.Marker{ProducerID: m.producerID, ProducerEpoch: m.epoch, CoordinatorEpoch: m.coordinatorEpoch, Commit: m.commit}, released)
 		var ke *kerr.Error
 		switch {
 		case err == nil:
+			appended = append(appended, p)
 			last = b.committer.enqueue(p)
 		case errors.Is(err, segment.ErrClosed):
 			errs = append(errs, fmt.Errorf("write marker to %s-%d: %w", p.topic.name, p.index, kerr.UnknownTopicOrPartition))
@@ -57,20 +67,35 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, m txnMarker, parts []*part
 			errs = append(errs, fmt.Errorf("write marker to %s-%d: %w: %w", p.topic.name, p.index, kerr.KafkaStorageError, err))
 		}
 	}
-	if last != nil {
-		// Passes complete in order, so the last one covers every partition.
-		select {
-		case <-last.done:
-		case <-ctx.Done():
-			return fmt.Errorf("write transaction markers: %w", ctx.Err())
+	if last == nil {
+		return errors.Join(errs...)
+	}
+	// Passes complete in order, so the last one covers every partition.
+	// Then the transaction becomes stable on all of them at once, whether
+	// or not the caller still waits.
+	release := func() {
+		released.Store(true)
+		for _, p := range appended {
+			p.notify()
 		}
+	}
+	select {
+	case <-last.done:
+		release()
+	case <-ctx.Done():
+		go func() {
+			<-last.done
+			release()
+		}()
+		return fmt.Errorf("write transaction markers: %w", ctx.Err())
 	}
 	return errors.Join(errs...)
 }
 
 // appendMarker appends the marker m to the partition, with its transaction
-// index entry for an ABORT ending a transaction that wrote here.
-func (p *partition) appendMarker(m segment.Marker) error {
+// index entry for an ABORT ending a transaction that wrote here; the
+// transaction stays unstable until released is set.
+func (p *partition) appendMarker(m segment.Marker, released *atomic.Bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.producers.checkMarker(m); err != nil {
@@ -86,7 +111,7 @@ func (p *partition) appendMarker(m segment.Marker) error {
 	if _, err := p.log.AppendMarker(segment.NewMarkerBatch(m, now), p.epoch, aborted); err != nil {
 		return fmt.Errorf("append marker to %s-%d: %w", p.topic.name, p.index, err)
 	}
-	p.applyMarker(m, offset, now)
+	p.applyMarker(m, offset, now, released)
 	p.refreshUnstable()
 	return nil
 }

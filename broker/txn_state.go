@@ -3,6 +3,7 @@ package broker
 import (
 	"math"
 	"slices"
+	"sync/atomic"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
@@ -17,9 +18,21 @@ import (
 // only below it.
 
 // txnSpan is an unstable transaction: from its first offset to end, its
-// marker's offset + 1 (math.MaxInt64 while it is open).
+// marker's offset + 1 (math.MaxInt64 while it is open). A decided one stays
+// unstable until released is set as well: the markers of one transaction
+// are released on all its partitions by one store (writeTxnMarkers), so a
+// read_committed consumer that has seen any of its records finds the rest
+// at every later fetch, never a part of it (docs/producing.md). nil is
+// released: a marker found in the log when the partition opened.
 type txnSpan struct {
 	first, end int64
+	released   *atomic.Bool
+}
+
+// stable says whether the span no longer holds the LSO back at high
+// watermark hw.
+func (s txnSpan) stable(hw int64) bool {
+	return s.end <= hw && (s.released == nil || s.released.Load())
 }
 
 // partitionTxns is the transaction state of one partition, under its mu.
@@ -36,14 +49,15 @@ func (p *partition) txnBegan(pid, first int64) {
 	p.txns.open[pid] = first
 }
 
-// txnEnded records the marker at offset ending pid's transaction, if open.
-func (p *partition) txnEnded(pid, offset int64) {
+// txnEnded records the marker at offset ending pid's transaction, if open;
+// it stays unstable until released.
+func (p *partition) txnEnded(pid, offset int64, released *atomic.Bool) {
 	first, ok := p.txns.open[pid]
 	if !ok {
 		return
 	}
 	delete(p.txns.open, pid)
-	p.txns.decided = append(p.txns.decided, txnSpan{first: first, end: offset + 1})
+	p.txns.decided = append(p.txns.decided, txnSpan{first: first, end: offset + 1, released: released})
 }
 
 // abortedLSO is the last stable offset written to the transaction index for
@@ -65,7 +79,7 @@ func (p *partition) abortedLSO(pid, offset int64) int64 {
 // (the watermark only grows, so they stay stable). Callers hold mu.
 func (p *partition) refreshUnstable() {
 	hw := p.hw.Load()
-	p.txns.decided = slices.DeleteFunc(p.txns.decided, func(s txnSpan) bool { return s.end <= hw })
+	p.txns.decided = slices.DeleteFunc(p.txns.decided, func(s txnSpan) bool { return s.stable(hw) })
 	if len(p.txns.open) == 0 && len(p.txns.decided) == 0 {
 		p.unstable.Store(nil)
 		return
@@ -80,8 +94,8 @@ func (p *partition) refreshUnstable() {
 // lastStableOffset is the partition's LSO. It takes no lock: the high
 // watermark is read on both sides of the unstable set, so that the two
 // belong together (a transaction begun after the set was taken starts at or
-// above the watermark read before it, and one dropped from the set ended
-// below the watermark read after it).
+// above the watermark read before it, and one dropped from the set was
+// released and ended below the watermark read after it).
 func (p *partition) lastStableOffset() int64 {
 	for {
 		hw := p.hw.Load()
@@ -94,7 +108,7 @@ func (p *partition) lastStableOffset() int64 {
 		}
 		lso := hw
 		for _, s := range *spans {
-			if s.end > hw && s.first < lso {
+			if !s.stable(hw) && s.first < lso {
 				lso = s.first
 			}
 		}
@@ -106,11 +120,12 @@ func (p *partition) lastStableOffset() int64 {
 }
 
 // applyMarker updates the producer and transaction state for the marker m
-// found at offset with timestamp ts. Callers hold mu and refresh the
-// unstable set.
-func (p *partition) applyMarker(m segment.Marker, offset, ts int64) {
+// found at offset with timestamp ts, whose transaction is stable once
+// released is set (nil: at once). Callers hold mu and refresh the unstable
+// set.
+func (p *partition) applyMarker(m segment.Marker, offset, ts int64, released *atomic.Bool) {
 	p.producers.marker(m, ts)
-	p.txnEnded(m.ProducerID, offset)
+	p.txnEnded(m.ProducerID, offset, released)
 }
 
 // applyBatch updates the producer and transaction state for the data batch
