@@ -63,6 +63,7 @@ func staticBrokerConfigs(cfg Config) map[string]string {
 		"group.min.session.timeout.ms": strconv.FormatInt(cfg.GroupMinSessionTimeout.Milliseconds(), 10),
 		"group.max.session.timeout.ms": strconv.FormatInt(cfg.GroupMaxSessionTimeout.Milliseconds(), 10),
 		"group.max.size":               strconv.Itoa(min(cfg.GroupMaxSize, math.MaxInt32)),
+		"producer.id.expiration.ms":    strconv.FormatInt(cfg.ProducerIDExpiration.Milliseconds(), 10),
 	}
 	for k, v := range securityConfigs(cfg) {
 		differs[k] = v

@@ -71,6 +71,14 @@ type Config struct {
 	TransactionAbortInterval         time.Duration
 	TransactionRemoveExpiredInterval time.Duration
 
+	// ProducerIDExpiration is producer.id.expiration.ms (1 day): a
+	// partition forgets an idempotent producer idle this long with no open
+	// transaction. ProducerIDExpirationCheckInterval is
+	// producer.id.expiration.check.interval.ms (10 min). Zero means
+	// Kafka's default.
+	ProducerIDExpiration              time.Duration
+	ProducerIDExpirationCheckInterval time.Duration
+
 	// Authorization (docs/security.md, "Authorization"). Authorizer is
 	// auto, on or off ("" is auto): auto enforces ACLs when a listener
 	// authenticates clients. SuperUsers is Kafka's super.users
@@ -182,6 +190,12 @@ func (c *Config) setDefaults() {
 	if c.TransactionRemoveExpiredInterval == 0 {
 		c.TransactionRemoveExpiredInterval = time.Hour
 	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = 24 * time.Hour
+	}
+	if c.ProducerIDExpirationCheckInterval == 0 {
+		c.ProducerIDExpirationCheckInterval = 10 * time.Minute
+	}
 	if len(c.Listeners) == 0 && c.ListenAddr != "" {
 		c.Listeners = []Listener{{Name: string(Plaintext), Protocol: Plaintext, Addr: c.ListenAddr,
 			AdvertisedHost: c.AdvertisedHost, AdvertisedPort: c.AdvertisedPort}}
@@ -253,6 +267,9 @@ func (c *Config) validate() error {
 	}
 	if c.TransactionMaxTimeout < 0 || c.TransactionalIDExpiration < 0 || c.TransactionAbortInterval < 0 || c.TransactionRemoveExpiredInterval < 0 {
 		errs = append(errs, errors.New("transaction timeouts and intervals must not be negative"))
+	}
+	if c.ProducerIDExpiration < 0 || c.ProducerIDExpirationCheckInterval < 0 {
+		errs = append(errs, errors.New("producer id expiration and its check interval must not be negative"))
 	}
 	if c.DefaultPartition < 1 {
 		errs = append(errs, fmt.Errorf("default partitions %d must be at least 1", c.DefaultPartition))

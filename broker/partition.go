@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -44,9 +45,14 @@ type partition struct {
 
 	// epochs is Kafka's leader epoch cache: where each leader epoch's
 	// batches start, oldest first, ending with this incarnation's epoch at
-	// the log end it found. Immutable after open: every later append is in
+	// the log end it found; kept in leader-epoch-checkpoint
+	// (producer_state.go). Immutable after open: every later append is in
 	// the last epoch.
 	epochs []epochStart
+
+	logger  *slog.Logger
+	scanned int  // batch headers read by the open (tests)
+	closed  bool // under mu
 }
 
 type epochStart struct {
@@ -77,36 +83,12 @@ func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoc
 	if err != nil {
 		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
 	}
-	p := &partition{topic: t, index: index, dir: dir, epoch: epoch, log: l, producers: producerWindow{}, watchers: map[chan struct{}]struct{}{}}
+	p := &partition{topic: t, index: index, dir: dir, epoch: epoch, log: l, logger: opts.Logger,
+		producers: producerWindow{}, watchers: map[chan struct{}]struct{}{}}
 	p.hw.Store(l.DurableEnd())
-	if err := l.ScanBatches(l.LogStartOffset(), func(h segment.BatchHeader) error {
-		switch {
-		case h.ProducerID < 0:
-		case !h.IsControl():
-			p.applyBatch(h, h.BaseOffset)
-		default:
-			// Markers are rare and tiny: read the record for its type and
-			// coordinator epoch. A control batch that is no marker changes
-			// nothing, as in Kafka.
-			data, err := l.Read(h.BaseOffset, 1, h.BaseOffset+1)
-			if err != nil {
-				return err
-			}
-			if m, err := segment.ParseMarker(data); err == nil {
-				p.applyMarker(m, h.BaseOffset, h.MaxTimestamp, nil)
-			}
-		}
-		if n := len(p.epochs); n == 0 || h.LeaderEpoch > p.epochs[n-1].epoch {
-			p.epochs = append(p.epochs, epochStart{epoch: h.LeaderEpoch, start: h.BaseOffset})
-		}
-		return nil
-	}); err != nil {
+	if p.scanned, err = p.loadState(b.cfg.ProducerIDExpiration, time.Now()); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("rebuild producer state of %s-%d: %w", t.name, index, err)
-	}
-	p.refreshUnstable()
-	if n := len(p.epochs); n == 0 || epoch > p.epochs[n-1].epoch {
-		p.epochs = append(p.epochs, epochStart{epoch: epoch, start: l.LogEndOffset()})
 	}
 	// What kafgres.partition holds may predate the last changes before a
 	// crash (the mirror writes behind the log): bring it up to date.
@@ -134,6 +116,7 @@ func (p *partition) append(batch []byte, h segment.BatchHeader) appendResult {
 	if dup != nil {
 		return appendResult{baseOffset: dup.firstOffset}
 	}
+	active := p.log.ActiveBase()
 	base, err := p.log.Append(batch, p.epoch)
 	if err != nil {
 		if errors.Is(err, segment.ErrClosed) {
@@ -141,6 +124,7 @@ func (p *partition) append(batch []byte, h segment.BatchHeader) appendResult {
 		}
 		return appendResult{err: fmt.Errorf("append to %s-%d: %w", p.topic.name, p.index, err)}
 	}
+	p.snapshotIfRolled(active, base)
 	if _, open := p.txns.open[h.ProducerID]; h.IsTransactional() && !open {
 		p.applyBatch(h, base)
 		p.refreshUnstable()
@@ -194,8 +178,20 @@ func (p *partition) watch(ch chan struct{}) func() {
 
 func (p *partition) highWatermark() int64 { return p.hw.Load() }
 
+// close closes the log and, as Kafka does on a clean shutdown, snapshots
+// the producer state at the log end, so that the next open replays nothing.
 func (p *partition) close() error {
-	return p.log.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	if err := p.log.Close(); err != nil {
+		return err
+	}
+	p.writeSnapshot(p.log.LogEndOffset())
+	return nil
 }
 
 // removeDir deletes a dropped partition's log (storage.Dir.RemovePartition);

@@ -233,8 +233,15 @@ func (b *Broker) Delivered(lsn uint64, records bool) { b.mirror.delivered(lsn, r
 // batches of producer pid (sequences continuing its window here) unless pid
 // is -1. Callers hold p.mu.
 func (p *partition) appendSourcedLocked(batches []segment.SourcedBatch, pid int64) error {
+	active := p.log.ActiveBase()
 	if pid < 0 {
-		_, err := p.log.AppendSourced(batches, p.epoch)
+		// No producer state changes: a roll snapshots it as it is.
+		bases, err := p.log.AppendSourced(batches, p.epoch)
+		for _, base := range bases {
+			if p.snapshotIfRolled(active, base) {
+				break
+			}
+		}
 		return err
 	}
 	hs := make([]segment.BatchHeader, len(batches))
@@ -253,7 +260,9 @@ func (p *partition) appendSourcedLocked(batches []segment.SourcedBatch, pid int6
 	if err != nil {
 		return err
 	}
+	rolled := false
 	for i, base := range bases {
+		rolled = rolled || p.snapshotIfRolled(active, base)
 		p.applyBatch(hs[i], base)
 	}
 	p.refreshUnstable()

@@ -45,6 +45,8 @@ int			kafgres_group_initial_rebalance_delay = 3000;
 bool		kafgres_fsync = true;
 int			kafgres_max_message_bytes = 1048588;
 int			kafgres_log_retention_check_interval = 300000;
+int			kafgres_producer_id_expiration = 86400000;
+int			kafgres_producer_id_expiration_check_interval = 600000;
 int			kafgres_mapping_render_timeout = 5000;
 int			kafgres_authorizer = KAFGRES_AUTHORIZER_AUTO;
 char	   *kafgres_super_users = NULL;
@@ -289,6 +291,22 @@ _PG_init(void)
 							"Kafka's log.retention.check.interval.ms.",
 							&kafgres_log_retention_check_interval,
 							300000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.producer_id_expiration",
+							"How long a partition remembers an idle idempotent producer that has no open transaction.",
+							"Kafka's producer.id.expiration.ms.",
+							&kafgres_producer_id_expiration,
+							86400000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.producer_id_expiration_check_interval",
+							"How often the broker forgets the producers idle longer than kafgres.producer_id_expiration.",
+							"Kafka's producer.id.expiration.check.interval.ms.",
+							&kafgres_producer_id_expiration_check_interval,
+							600000, 1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

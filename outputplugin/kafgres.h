@@ -27,6 +27,8 @@ extern int	kafgres_group_initial_rebalance_delay;
 extern bool kafgres_fsync;
 extern int	kafgres_max_message_bytes;
 extern int	kafgres_log_retention_check_interval;
+extern int	kafgres_producer_id_expiration;
+extern int	kafgres_producer_id_expiration_check_interval;
 extern int	kafgres_mapping_render_timeout;
 extern char *kafgres_listeners;
 extern char *kafgres_advertised_listeners;

@@ -352,6 +352,10 @@ build_broker_command(void)
 								  kafgres_group_initial_rebalance_delay));
 	args = lappend(args, psprintf("--log-retention-check-interval=%dms",
 								  kafgres_log_retention_check_interval));
+	args = lappend(args, psprintf("--producer-id-expiration=%dms",
+								  kafgres_producer_id_expiration));
+	args = lappend(args, psprintf("--producer-id-expiration-check-interval=%dms",
+								  kafgres_producer_id_expiration_check_interval));
 	args = lappend(args, psprintf("--mapping-render-timeout=%dms",
 								  kafgres_mapping_render_timeout));
 	args = lappend(args, psprintf("--fsync=%s", kafgres_fsync ? "true" : "false"));

@@ -61,6 +61,8 @@ func run() error {
 	flag.IntVar(&partitions, "default-partitions", 1, "partitions of auto-created topics")
 	flag.BoolVar(&cfg.Fsync, "fsync", true, "fsync the log before acknowledging produces")
 	flag.DurationVar(&groupDelay, "group-initial-rebalance-delay", 3*time.Second, "how long a new consumer group waits for more members before its first rebalance (Kafka's group.initial.rebalance.delay.ms); 0 for none")
+	flag.DurationVar(&cfg.ProducerIDExpiration, "producer-id-expiration", 24*time.Hour, "how long a partition remembers an idle idempotent producer without an open transaction (Kafka's producer.id.expiration.ms)")
+	flag.DurationVar(&cfg.ProducerIDExpirationCheckInterval, "producer-id-expiration-check-interval", 10*time.Minute, "how often idle producers are forgotten (Kafka's producer.id.expiration.check.interval.ms)")
 	flag.DurationVar(&cfg.RetentionCheckInterval, "log-retention-check-interval", 5*time.Minute, "how often segments past their topic's retention are deleted (Kafka's log.retention.check.interval.ms)")
 	flag.Func("socket-request-max-bytes", "largest request frame accepted, in bytes (Kafka's socket.request.max.bytes; default 104857600)", func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)

@@ -573,6 +573,15 @@ func (l *Log) DurableEnd() int64 {
 	return l.durable
 }
 
+// ActiveBase is the base offset of the active segment. A batch appended at
+// that offset started the segment: the broker snapshots its producer state
+// there, as Kafka does when it rolls.
+func (l *Log) ActiveBase() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.active().base
+}
+
 // Segments returns the number of segment files.
 func (l *Log) Segments() int {
 	l.mu.RLock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -176,7 +177,9 @@ func (l *Log) advanceStart(start int64) (deleted int, err error) {
 	doomed := l.detachBelowStart()
 	l.mu.Unlock()
 	l.logger.Info("advanced log start offset", "dir", l.opts.Dir, "log_start_offset", start, "segments_deleted", len(doomed))
-	return len(doomed), errors.Join(rollErr, l.removeSegments(doomed))
+	err = errors.Join(rollErr, l.removeSegments(doomed))
+	l.removeProducerSnapshotsOutside(start, math.MaxInt64)
+	return len(doomed), err
 }
 
 // detachBelowStart takes the segments that end at or below the log start

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -50,6 +51,9 @@ func Open(opts Options) (*Log, error) {
 		l.end = l.active().st.end
 		l.durable = l.end
 		err = l.trimToStart()
+	}
+	if err == nil {
+		l.removeProducerSnapshotsOutside(l.start, l.end)
 	}
 	if err == nil {
 		// The source index is checked against the recovered log end.
@@ -118,7 +122,8 @@ func (l *Log) recover() error {
 	var indexes []string
 	for _, e := range entries {
 		name := e.Name()
-		if name == metadataTmp || name == startCheckpointTmp {
+		if name == metadataTmp || name == startCheckpointTmp || name == epochCheckpointTmp ||
+			strings.HasSuffix(name, extProducerSnapshot+tempSuffix) {
 			// Left by a crash while writing; the real file is intact or absent.
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("remove %s: %w", name, err)
