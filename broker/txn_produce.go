@@ -22,8 +22,11 @@ import (
 // Errors as Kafka's produce answers them: PRODUCER_FENCED becomes
 // INVALID_PRODUCER_EPOCH (producers expect it there); a partition not in
 // the transaction is TRANSACTION_ABORTABLE for produce v11+, which knows
-// it, INVALID_TXN_STATE before; INVALID_PRODUCER_ID_MAPPING,
-// CONCURRENT_TRANSACTIONS and COORDINATOR_NOT_AVAILABLE as they are.
+// it, INVALID_TXN_STATE before ("Partition was not added to the
+// transaction"); INVALID_PRODUCER_ID_MAPPING as it is; the retriable
+// coordinator errors (CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE,
+// ...) as NOT_ENOUGH_REPLICAS with the underlying error in the message, as
+// Kafka's ReplicaManager translates them.
 func (b *Broker) txnPartition(ctx context.Context, txnID string, producerID int64, epoch int16, p *partition, produceVersion int16) error {
 	if b.testSkipTxnCheck != nil && b.testSkipTxnCheck() {
 		return nil
@@ -46,8 +49,14 @@ func (b *Broker) txnPartition(ctx context.Context, txnID string, producerID int6
 		return kerr.InvalidProducerEpoch
 	case err == kerr.TransactionAbortable && produceVersion < 11:
 		return kerr.InvalidTxnState
-	case err == kerr.InvalidRequest:
-		return kerr.InvalidTxnState
+	case err == kerr.InvalidRequest, err == kerr.InvalidTxnState:
+		return refuse(kerr.InvalidTxnState, "Partition was not added to the transaction")
+	case err == kerr.ConcurrentTransactions, err == kerr.CoordinatorNotAvailable, err == kerr.CoordinatorLoadInProgress,
+		err == kerr.NotCoordinator, err == kerr.NetworkException:
+		// As Kafka's ReplicaManager: older clients may not retry these
+		// on a produce; NOT_ENOUGH_REPLICAS they all retry, without a
+		// metadata refresh.
+		return refuse(kerr.NotEnoughReplicas, "Unable to verify the partition has been added to the transaction. Underlying error: %s", err.Message)
 	}
 	return err
 }

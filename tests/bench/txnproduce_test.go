@@ -45,7 +45,7 @@ func BenchmarkTransactionalProduce(b *testing.B) {
 			out, err := exec.Command("java", "-Xmx512m", "-cp", cp, src, addrs[name], "txbench",
 				strconv.Itoa(records), strconv.Itoa(size), strconv.Itoa(perTxn), id).CombinedOutput()
 			if err != nil {
-				b.Fatalf("%s: TxnProducerBench: %v\n%s", name, err, out)
+				b.Fatalf("%s: TxnProducerBench: %v\n%s\n--- kafgres log ---\n%s", name, err, out, c.LogTail())
 			}
 			rate := field(b, string(out), `records/s=([0-9.]+)`)
 			results[name].txn100 = append(results[name].txn100, rate)
@@ -56,7 +56,7 @@ func BenchmarkTransactionalProduce(b *testing.B) {
 				"--throughput", "-1", "--transactional-id", id+"-perf",
 				"--producer-props", "bootstrap.servers="+addrs[name]).CombinedOutput()
 			if err != nil {
-				b.Fatalf("%s: ProducerPerformance: %v\n%s", name, err, out)
+				b.Fatalf("%s: ProducerPerformance: %v\n%s\n--- kafgres log ---\n%s", name, err, out, c.LogTail())
 			}
 			rate = field(b, lastLine(string(out)), `([0-9.]+) records/sec`)
 			results[name].perf = append(results[name].perf, rate)
