@@ -119,7 +119,7 @@ func handleMetadata(ctx context.Context, b *Broker, cc *conn, req *kmsg.Metadata
 			if t = b.catalog.lookup(ctx, name); t == nil && allowCreate {
 				if !mayCreate(name) {
 					mt := topicError(name, kerr.TopicAuthorizationFailed)
-					mt.IsInternal = isInternalTopic(name)
+					mt.IsInternal = topicname.Internal(name)
 					createDenied = append(createDenied, mt)
 					continue
 				}
@@ -131,7 +131,7 @@ func handleMetadata(ctx context.Context, b *Broker, cc *conn, req *kmsg.Metadata
 			}
 			if t == nil {
 				mt := topicErrorOps(name, kerr.UnknownTopicOrPartition, described(name))
-				mt.IsInternal = isInternalTopic(name) // by name, as Kafka answers
+				mt.IsInternal = topicname.Internal(name) // by name, as Kafka answers
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
@@ -181,7 +181,7 @@ func (b *Broker) topicMetadata(t *topic, mt kmsg.MetadataResponseTopic) kmsg.Met
 	name := t.name
 	mt.Topic = &name
 	mt.TopicID = t.uuid
-	mt.IsInternal = isInternalTopic(name)
+	mt.IsInternal = topicname.Internal(name)
 	for _, p := range t.parts {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.index

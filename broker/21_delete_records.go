@@ -31,6 +31,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/topicname"
 )
 
 func handleDeleteRecords(ctx context.Context, b *Broker, cc *conn, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
@@ -71,7 +73,7 @@ func (b *Broker) deleteRecords(t *topic, index int32, offset int64) (int64, erro
 	if p == nil {
 		return 0, kerr.UnknownTopicOrPartition
 	}
-	if isInternalTopic(t.name) {
+	if topicname.Internal(t.name) {
 		return 0, kerr.InvalidTopicException
 	}
 	hw := p.highWatermark()

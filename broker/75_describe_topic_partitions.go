@@ -77,7 +77,7 @@ func handleDescribeTopicPartitions(ctx context.Context, b *Broker, cc *conn, req
 		out := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		n := name
 		out.Topic = &n
-		out.IsInternal = isInternalTopic(name) // by name, known or not, as Kafka answers
+		out.IsInternal = topicname.Internal(name) // by name, known or not, as Kafka answers
 		out.AuthorizedOperations = b.authorizedOps(cc, kmsg.ACLResourceTypeTopic, name)
 		t := b.catalog.lookup(ctx, name)
 		switch {

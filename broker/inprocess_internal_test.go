@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafgres/kafgres/broker/topicname"
 )
 
 func findCoordinator(c *testClient, keyType int8, key string) *kmsg.FindCoordinatorResponse {
@@ -264,11 +266,11 @@ func TestInternalAppendRefused(t *testing.T) {
 		t.Error("unknown partition answered INVALID_TOPIC_EXCEPTION before UNKNOWN_TOPIC_OR_PARTITION")
 	}
 	for _, name := range []string{consumerOffsetsTopic, transactionStateTopic, shareGroupStateTopic} {
-		if !isInternalTopic(name) {
+		if !topicname.Internal(name) {
 			t.Errorf("%s not internal", name)
 		}
 	}
-	if isInternalTopic("__consumer.offsets") || isInternalTopic("_consumer_offsets") {
+	if topicname.Internal("__consumer.offsets") || topicname.Internal("_consumer_offsets") {
 		t.Error("a near name is internal")
 	}
 }

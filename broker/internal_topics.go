@@ -48,6 +48,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafgres/kafgres/broker/apierr"
+	"github.com/kafgres/kafgres/broker/topicname"
 )
 
 // The internal topics' names (Kafka's Topic.GROUP_METADATA_TOPIC_NAME,
@@ -61,16 +62,6 @@ const (
 // adminClientID is the client id whose produce requests Kafka lets append
 // to internal topics (AdminUtils.ADMIN_CLIENT_ID).
 const adminClientID = "__admin_client"
-
-// isInternalTopic reports whether Kafka treats a topic of this name as
-// internal, whether or not it exists.
-func isInternalTopic(name string) bool {
-	switch name {
-	case consumerOffsetsTopic, transactionStateTopic, shareGroupStateTopic:
-		return true
-	}
-	return false
-}
 
 // internalTopicSpec is how the broker creates an internal topic.
 type internalTopicSpec struct {
@@ -165,5 +156,5 @@ func (b *Broker) autoCreateTopic(ctx context.Context, name string) (*topic, erro
 func internalAppendRefused(req *kmsg.ProduceRequest, t *topic, writable bool, rp kmsg.ProduceRequestTopicPartition, clientID string) bool {
 	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	return validAcks && req.Version >= 3 && writable && t.partition(rp.Partition) != nil &&
-		isInternalTopic(t.name) && clientID != adminClientID
+		topicname.Internal(t.name) && clientID != adminClientID
 }

@@ -30,7 +30,7 @@ func (b *Broker) Topic(ctx context.Context, name string) (producer.TopicInfo, bo
 	if t == nil {
 		return producer.TopicInfo{}, false, nil
 	}
-	return producer.TopicInfo{ID: t.id, Partitions: int32(len(t.parts))}, true, nil
+	return producer.TopicInfo{ID: t.id, Partitions: int32(len(t.parts)), Internal: topicname.Internal(t.name)}, true, nil
 }
 
 // MaxMessageBytes is topic's effective max.message.bytes, which the

@@ -755,7 +755,8 @@ headers_from_arrays(ProduceRecord *rec, ArrayType *keys, ArrayType *values)
 
 /*
  * Kafka's rule (topicname.c, which kafgres_create_topic() asks too), with
- * kafgres_create_topic()'s messages naming argument "topic"
+ * kafgres_create_topic()'s messages naming argument "topic"; and no
+ * internal topic, as Kafka refuses produce requests to them
  */
 static void
 check_topic_name(const char *topic)
@@ -794,6 +795,11 @@ check_topic_name(const char *topic)
 					 errdetail("Topic names may contain only ASCII letters, digits, \".\", \"_\" and \"-\".")));
 			break;
 	}
+	if (topic_name_internal(topic, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot produce to internal topic \"%s\"", topic),
+				 errdetail("Kafka's internal topics hold its coordinators' state; no producer may write to them.")));
 }
 
 static void

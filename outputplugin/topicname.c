@@ -22,6 +22,7 @@
 #include "topicname.h"
 
 PG_FUNCTION_INFO_V1(kafgres_topic_name_problem);
+PG_FUNCTION_INFO_V1(kafgres_topic_is_internal);
 
 TopicNameProblem
 topic_name_problem(const char *name, int len, int *length)
@@ -45,6 +46,34 @@ topic_name_problem(const char *name, int len, int *length)
 			return TOPIC_NAME_CHARACTERS;
 	}
 	return TOPIC_NAME_OK;
+}
+
+bool
+topic_name_internal(const char *name, int len)
+{
+	static const char *const internal[] = {
+		"__consumer_offsets", "__transaction_state", "__share_group_state"
+	};
+
+	for (int i = 0; i < lengthof(internal); i++)
+	{
+		if (len == strlen(internal[i]) && memcmp(name, internal[i], len) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * kafgres.topic_is_internal(name text) RETURNS boolean
+ *
+ * Whether Kafka treats name as an internal topic (kafgres.topics shows it).
+ */
+Datum
+kafgres_topic_is_internal(PG_FUNCTION_ARGS)
+{
+	text	   *name = PG_GETARG_TEXT_PP(0);
+
+	PG_RETURN_BOOL(topic_name_internal(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)));
 }
 
 /*

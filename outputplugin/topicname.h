@@ -33,4 +33,11 @@ typedef enum TopicNameProblem
  */
 extern TopicNameProblem topic_name_problem(const char *name, int len, int *length);
 
+/*
+ * Whether Kafka treats a topic of this name as internal (its coordinators'
+ * logs and the share-group state): producers may not write to it.  The Go
+ * copy is topicname.Internal.
+ */
+extern bool topic_name_internal(const char *name, int len);
+
 #endif							/* KAFGRES_TOPICNAME_H */

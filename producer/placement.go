@@ -87,6 +87,8 @@ func (g *groupPlacement) place(ctx context.Context, end decoder.LSN, rec record)
 	switch {
 	case !ts.ok:
 		return tp, fmt.Sprintf("topic %q does not exist; not appended", rec.topic), nil
+	case ts.info.Internal:
+		return tp, fmt.Sprintf("topic %q is one of Kafka's internal topics, which producers may not write to; not appended", rec.topic), nil
 	case rec.partition >= ts.info.Partitions:
 		return tp, fmt.Sprintf("partition %d of topic %q does not exist (it has %d); not appended", rec.partition, rec.topic, ts.info.Partitions), nil
 	case rec.partition >= 0:

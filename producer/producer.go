@@ -71,6 +71,9 @@ type Log interface {
 type TopicInfo struct {
 	ID         int64
 	Partitions int32
+	// Internal: one of Kafka's internal topics, which producers may not
+	// write to.
+	Internal bool
 }
 
 // Source is the replication stream; *decoder.Decoder is one.

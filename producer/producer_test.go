@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/topicname"
 	"github.com/kafgres/kafgres/decoder"
 )
 
@@ -40,7 +41,7 @@ func key(topic string, p int32) string { return topic + "/" + string(rune('0'+p)
 
 func (f *fakeLog) Topic(_ context.Context, topic string) (TopicInfo, bool, error) {
 	n, ok := f.partitions[topic]
-	return TopicInfo{ID: int64(len(topic)), Partitions: n}, ok, nil
+	return TopicInfo{ID: int64(len(topic)), Partitions: n, Internal: topicname.Internal(topic)}, ok, nil
 }
 func (f *fakeLog) MaxMessageBytes(topic string) (int32, error) {
 	if m, ok := f.maxBytes[topic]; ok {
@@ -391,11 +392,11 @@ func TestNullKeyPlacementSpreads(t *testing.T) {
 }
 
 // TestAppendGroupDeadLettersWhatCannotBeAppended: a record for a topic
-// that does not exist, for a partition the topic does not have, and a
-// message that does not parse are kept as dead letters with the reason;
-// the records around them are appended.
+// that does not exist, for a partition the topic does not have, for one
+// of Kafka's internal topics, and a message that does not parse are kept
+// as dead letters with the reason; the records around them are appended.
 func TestAppendGroupDeadLettersWhatCannotBeAppended(t *testing.T) {
-	log := &fakeLog{partitions: map[string]int32{"t": 2}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}
+	log := &fakeLog{partitions: map[string]int32{"t": 2, "__consumer_offsets": 50}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}
 	dl := &deadLetters{}
 	p := newProducer(log, dl)
 	tx := &decoder.Transaction{Xid: 9, EndLSN: 500, CommitTime: time.UnixMilli(1), Items: []decoder.Item{
@@ -404,6 +405,7 @@ func TestAppendGroupDeadLettersWhatCannotBeAppended(t *testing.T) {
 		&decoder.Produced{LSN: 403, Topic: "t", Partition: 5, Value: []byte("c")},
 		&decoder.Unreadable{LSN: 404, Content: []byte{9, 9}, Err: errors.New("malformed kafgres message: unknown format 9")},
 		&decoder.Produced{LSN: 405, Topic: "t", Partition: 0, Value: []byte("d")},
+		&decoder.Produced{LSN: 406, Topic: "__consumer_offsets", Partition: -1, Value: []byte("e")},
 	}}
 	if err := p.appendGroup(context.Background(), []*decoder.Transaction{tx}); err != nil {
 		t.Fatal(err)
@@ -414,7 +416,8 @@ func TestAppendGroupDeadLettersWhatCannotBeAppended(t *testing.T) {
 	want := []struct {
 		lsn decoder.LSN
 		why string
-	}{{402, `topic "gone" does not exist`}, {403, `partition 5 of topic "t" does not exist (it has 2)`}, {404, "unknown format 9"}}
+	}{{402, `topic "gone" does not exist`}, {403, `partition 5 of topic "t" does not exist (it has 2)`}, {404, "unknown format 9"},
+		{406, `topic "__consumer_offsets" is one of Kafka's internal topics`}}
 	if len(dl.got) != len(want) {
 		t.Fatalf("%d dead letters, want %d: %+v", len(dl.got), len(want), dl.got)
 	}

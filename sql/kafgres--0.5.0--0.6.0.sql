@@ -66,3 +66,26 @@ COMMENT ON TABLE kafgres.transaction_offset IS 'offsets committed in transaction
 SELECT pg_catalog.pg_extension_config_dump('kafgres.transaction_offset', '');
 
 REVOKE ALL ON kafgres.transaction, kafgres.transaction_offset FROM PUBLIC;
+
+/*
+ * Kafka's internal topics (__consumer_offsets, __transaction_state) are
+ * kafgres topics since 0.6.0, created when a client first asks for the
+ * group or transaction coordinator, as Kafka creates them.
+ * kafgres.topic_is_internal(name) tells them by name (outputplugin/
+ * topicname.c, which kafgres_produce asks to refuse them), and
+ * kafgres.topics gains a column saying so.
+ */
+CREATE FUNCTION kafgres.topic_is_internal(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'kafgres_topic_is_internal'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION kafgres.topic_is_internal(text) IS 'whether Kafka treats a topic of this name as internal';
+
+CREATE OR REPLACE VIEW kafgres.topics AS
+    SELECT t.topic_id, t.name, t.topic_uuid, t.partitions, t.created_at,
+           (SELECT coalesce(sum(p.high_watermark), 0)::bigint
+              FROM kafgres.partition p
+             WHERE p.topic_id = t.topic_id) AS log_end_offset,
+           kafgres.topic_is_internal(t.name) AS internal
+      FROM kafgres.topic t;
+COMMENT ON VIEW kafgres.topics IS 'kafgres topics with their total log end offset, and whether Kafka treats them as internal';

@@ -34,3 +34,15 @@ func Valid(name string) bool { return Problem(name) == "" }
 func legal(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
+
+// Internal reports whether Kafka treats a topic of this name as internal
+// (Topic.isInternal), whether or not it exists: the group and transaction
+// coordinators' logs and the share-group state. Clients skip them in
+// pattern subscriptions; producers may not write to them.
+func Internal(name string) bool {
+	switch name {
+	case "__consumer_offsets", "__transaction_state", "__share_group_state":
+		return true
+	}
+	return false
+}

@@ -12,6 +12,9 @@ SELECT kafgres_produce(NULL, 'k', 'v');
 SELECT kafgres_produce('', 'k', 'v');
 SELECT kafgres_produce('.', 'k', 'v');
 SELECT kafgres_produce('..', 'k', 'v');
+-- Kafka's internal topics take no records
+SELECT kafgres_produce('__consumer_offsets', 'k', 'v');
+SELECT kafgres_produce('__transaction_state', 'k', 'v');
 SELECT kafgres_produce('a b', 'k', 'v');
 SELECT kafgres_produce('bad/name', 'k'::bytea, 'v'::bytea);
 SELECT kafgres_produce(repeat('t', 250), 'k', 'v');

@@ -68,3 +68,11 @@ SELECT count(*) FROM kafgres.topic;
 SELECT kafgres.client_text(convert_to('grüppe', 'UTF8')),
        kafgres.client_text('\x6d657461006461'::bytea),
        kafgres.client_text('\xff5c'::bytea);
+
+-- Kafka's internal topics, by name
+SELECT n, kafgres.topic_is_internal(n)
+  FROM unnest(ARRAY['__consumer_offsets', '__transaction_state', '__share_group_state',
+                    '__consumer_offsets_', '_consumer_offsets', 'orders', '']) AS n;
+SELECT kafgres_create_topic('__consumer_offsets', 2) > 0 AS created;
+SELECT name, partitions, internal FROM kafgres.topics WHERE name = '__consumer_offsets';
+SELECT kafgres_drop_topic('__consumer_offsets');

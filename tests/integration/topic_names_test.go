@@ -17,7 +17,8 @@ import (
 // (outputplugin/topicname.c: kafgres_produce, and SQL through
 // kafgres.topic_name_problem, which kafgres_create_topic and
 // kafgres_add_mapping ask). One table of names, every verdict the same:
-// the SQL function's, and those of the functions that use the rule.
+// the SQL function's, and those of the functions that use the rule. The
+// internal topics' names agree too.
 func TestTopicNameRulesAgree(t *testing.T) {
 	c := harness.Start(t)
 	c.Exec(t, `CREATE TABLE names_src (id int PRIMARY KEY)`)
@@ -68,6 +69,26 @@ func TestTopicNameRulesAgree(t *testing.T) {
 			if got := verdict(check.sql, name); got != want {
 				t.Errorf("%s says %q is valid: %v; Go says %v (%s)", check.who, name, got, want, topicname.Problem(name))
 			}
+		}
+	}
+
+	// Kafka's internal topics, named the same in C and Go; kafgres_produce
+	// refuses them.
+	for _, name := range []string{"__consumer_offsets", "__transaction_state", "__share_group_state", "__consumer_offsets_", "_transaction_state", "orders"} {
+		var internal bool
+		if err := conn.QueryRow(ctx, `SELECT kafgres.topic_is_internal($1)`, name).Scan(&internal); err != nil {
+			t.Fatal(err)
+		}
+		if internal != topicname.Internal(name) {
+			t.Errorf("kafgres.topic_is_internal(%q) = %v; Go says %v", name, internal, topicname.Internal(name))
+		}
+		if !internal {
+			continue
+		}
+		_, err := conn.Exec(ctx, `SELECT public.kafgres_produce($1, 'k', 'v')`, name)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.HasPrefix(pgErr.Message, "cannot produce to internal topic") {
+			t.Errorf("kafgres_produce to %s: %v; want refused as an internal topic", name, err)
 		}
 	}
 }
