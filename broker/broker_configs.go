@@ -52,18 +52,22 @@ func staticBrokerConfigs(cfg Config) map[string]string {
 		"transaction.state.log.replication.factor": "1",
 		"transaction.state.log.min.isr":            "1",
 	}
-	// Settings kafgres has but does not pass through a GUC are static only
-	// when they differ from Kafka's default.
+	// Settings that Kafka's server.properties would name only when set are
+	// static only when they differ from Kafka's default.
 	differs := map[string]string{
-		"message.max.bytes":            strconv.Itoa(int(cfg.MaxMessageBytes)),
-		"log.segment.bytes":            strconv.FormatInt(cfg.SegmentBytes, 10),
-		"socket.request.max.bytes":     strconv.Itoa(int(cfg.MaxRequestBytes)),
-		"queued.max.request.bytes":     strconv.FormatInt(cfg.QueuedMaxRequestBytes, 10),
-		"connections.max.idle.ms":      strconv.FormatInt(cfg.ConnectionsMaxIdle.Milliseconds(), 10),
-		"group.min.session.timeout.ms": strconv.FormatInt(cfg.GroupMinSessionTimeout.Milliseconds(), 10),
-		"group.max.session.timeout.ms": strconv.FormatInt(cfg.GroupMaxSessionTimeout.Milliseconds(), 10),
-		"group.max.size":               strconv.Itoa(min(cfg.GroupMaxSize, math.MaxInt32)),
-		"producer.id.expiration.ms":    strconv.FormatInt(cfg.ProducerIDExpiration.Milliseconds(), 10),
+		"message.max.bytes":                                           strconv.Itoa(int(cfg.MaxMessageBytes)),
+		"log.segment.bytes":                                           strconv.FormatInt(cfg.SegmentBytes, 10),
+		"socket.request.max.bytes":                                    strconv.Itoa(int(cfg.MaxRequestBytes)),
+		"queued.max.request.bytes":                                    strconv.FormatInt(cfg.QueuedMaxRequestBytes, 10),
+		"connections.max.idle.ms":                                     strconv.FormatInt(cfg.ConnectionsMaxIdle.Milliseconds(), 10),
+		"group.min.session.timeout.ms":                                strconv.FormatInt(cfg.GroupMinSessionTimeout.Milliseconds(), 10),
+		"group.max.session.timeout.ms":                                strconv.FormatInt(cfg.GroupMaxSessionTimeout.Milliseconds(), 10),
+		"group.max.size":                                              strconv.Itoa(min(cfg.GroupMaxSize, math.MaxInt32)),
+		"transaction.max.timeout.ms":                                  strconv.FormatInt(cfg.TransactionMaxTimeout.Milliseconds(), 10),
+		"transactional.id.expiration.ms":                              strconv.FormatInt(cfg.TransactionalIDExpiration.Milliseconds(), 10),
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms": strconv.FormatInt(cfg.TransactionAbortInterval.Milliseconds(), 10),
+		"transaction.remove.expired.transaction.cleanup.interval.ms":  strconv.FormatInt(cfg.TransactionRemoveExpiredInterval.Milliseconds(), 10),
+		"producer.id.expiration.ms":                                   strconv.FormatInt(cfg.ProducerIDExpiration.Milliseconds(), 10),
 	}
 	for k, v := range securityConfigs(cfg) {
 		differs[k] = v

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/kafgres/kafgres/broker/kconfig"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -40,9 +41,11 @@ func TestStaticBrokerConfigs(t *testing.T) {
 	cfg.DefaultPartition = 3
 	cfg.MaxMessageBytes = 2 << 20
 	cfg.GroupInitialRebalanceDelay = -1
+	cfg.TransactionAbortInterval = 500 * time.Millisecond
 	want["num.partitions"] = "3"
 	want["message.max.bytes"] = "2097152"
 	want["group.initial.rebalance.delay.ms"] = "0"
+	want["transaction.abort.timed.out.transaction.cleanup.interval.ms"] = "500"
 	if got := staticBrokerConfigs(cfg); !maps.Equal(got, want) {
 		t.Errorf("changed: %v, want %v", got, want)
 	}

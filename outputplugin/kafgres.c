@@ -42,6 +42,10 @@ char	   *kafgres_broker_path = NULL;
 bool		kafgres_auto_create_topics = true;
 int			kafgres_default_partitions = 1;
 int			kafgres_group_initial_rebalance_delay = 3000;
+int			kafgres_transaction_max_timeout = 900000;
+int			kafgres_transactional_id_expiration = 604800000;
+int			kafgres_transaction_abort_timed_out_interval = 10000;
+int			kafgres_transaction_remove_expired_interval = 3600000;
 bool		kafgres_fsync = true;
 int			kafgres_max_message_bytes = 1048588;
 int			kafgres_log_retention_check_interval = 300000;
@@ -259,6 +263,39 @@ _PG_init(void)
 							"Kafka's group.initial.rebalance.delay.ms.",
 							&kafgres_group_initial_rebalance_delay,
 							3000, 0, 300000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/* The transaction coordinator's settings, with Kafka's defaults and ranges. */
+	DefineCustomIntVariable("kafgres.transaction_max_timeout",
+							"Longest transaction.timeout.ms a transactional producer may ask for.",
+							"Kafka's transaction.max.timeout.ms.",
+							&kafgres_transaction_max_timeout,
+							900000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.transactional_id_expiration",
+							"How long a transactional id without a transaction in progress is kept.",
+							"Kafka's transactional.id.expiration.ms.",
+							&kafgres_transactional_id_expiration,
+							604800000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.transaction_abort_timed_out_interval",
+							"How often the transaction coordinator aborts transactions past their timeout.",
+							"Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms.",
+							&kafgres_transaction_abort_timed_out_interval,
+							10000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.transaction_remove_expired_interval",
+							"How often the transaction coordinator forgets expired transactional ids.",
+							"Kafka's transaction.remove.expired.transaction.cleanup.interval.ms.",
+							&kafgres_transaction_remove_expired_interval,
+							3600000, 1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -350,6 +350,14 @@ build_broker_command(void)
 								  kafgres_default_partitions));
 	args = lappend(args, psprintf("--group-initial-rebalance-delay=%dms",
 								  kafgres_group_initial_rebalance_delay));
+	args = lappend(args, psprintf("--transaction-max-timeout=%dms",
+								  kafgres_transaction_max_timeout));
+	args = lappend(args, psprintf("--transactional-id-expiration=%dms",
+								  kafgres_transactional_id_expiration));
+	args = lappend(args, psprintf("--transaction-abort-timed-out-interval=%dms",
+								  kafgres_transaction_abort_timed_out_interval));
+	args = lappend(args, psprintf("--transaction-remove-expired-interval=%dms",
+								  kafgres_transaction_remove_expired_interval));
 	args = lappend(args, psprintf("--log-retention-check-interval=%dms",
 								  kafgres_log_retention_check_interval));
 	args = lappend(args, psprintf("--producer-id-expiration=%dms",

@@ -63,6 +63,10 @@ func run() error {
 	flag.DurationVar(&groupDelay, "group-initial-rebalance-delay", 3*time.Second, "how long a new consumer group waits for more members before its first rebalance (Kafka's group.initial.rebalance.delay.ms); 0 for none")
 	flag.DurationVar(&cfg.ProducerIDExpiration, "producer-id-expiration", 24*time.Hour, "how long a partition remembers an idle idempotent producer without an open transaction (Kafka's producer.id.expiration.ms)")
 	flag.DurationVar(&cfg.ProducerIDExpirationCheckInterval, "producer-id-expiration-check-interval", 10*time.Minute, "how often idle producers are forgotten (Kafka's producer.id.expiration.check.interval.ms)")
+	flag.DurationVar(&cfg.TransactionMaxTimeout, "transaction-max-timeout", 15*time.Minute, "longest transaction.timeout.ms a transactional producer may ask for (Kafka's transaction.max.timeout.ms)")
+	flag.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", 7*24*time.Hour, "how long a transactional id without a transaction in progress is kept (Kafka's transactional.id.expiration.ms)")
+	flag.DurationVar(&cfg.TransactionAbortInterval, "transaction-abort-timed-out-interval", 10*time.Second, "how often transactions past their timeout are aborted (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms)")
+	flag.DurationVar(&cfg.TransactionRemoveExpiredInterval, "transaction-remove-expired-interval", time.Hour, "how often expired transactional ids are forgotten (Kafka's transaction.remove.expired.transaction.cleanup.interval.ms)")
 	flag.DurationVar(&cfg.RetentionCheckInterval, "log-retention-check-interval", 5*time.Minute, "how often segments past their topic's retention are deleted (Kafka's log.retention.check.interval.ms)")
 	flag.Func("socket-request-max-bytes", "largest request frame accepted, in bytes (Kafka's socket.request.max.bytes; default 104857600)", func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)

@@ -13,8 +13,8 @@ import (
 // tools through the bin/kafka-*.sh wrappers (kafka-topics, kafka-configs,
 // kafka-get-offsets, kafka-delete-records, kafka-log-dirs, kafka-features,
 // kafka-broker-api-versions, the console producer and consumer,
-// kafka-consumer-groups, kafka-acls; the internal topics as kafka-topics
-// shows them) — against a fresh kafgres cluster
+// kafka-consumer-groups, kafka-acls, kafka-transactions; the internal topics
+// as kafka-topics shows them) — against a fresh kafgres cluster
 // with the authorizer on and the tools' principal (User:ANONYMOUS) a super
 // user, so that kafka-acls has an authorizer and the rest may do anything.
 // The tools come from Maven Central, so it skips without java and mvn.

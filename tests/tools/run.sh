@@ -9,7 +9,7 @@ set -uo pipefail
 : "${BOOTSTRAP:?set BOOTSTRAP=host:port of the broker under test}"
 here=$(cd "$(dirname "$0")" && pwd)
 tests=("$@")
-[ ${#tests[@]} -eq 0 ] && tests=(topics configs get-offsets delete-records log-dirs features broker-api-versions console acls internal-topics)
+[ ${#tests[@]} -eq 0 ] && tests=(topics configs get-offsets delete-records log-dirs features broker-api-versions console acls internal-topics transactions)
 
 passed=0 failed=0 broken=()
 for t in "${tests[@]}"; do

@@ -527,8 +527,13 @@ func (c *Coordinator) prepareEnd(ctx context.Context, e *entry, commit bool, v i
 	if commit {
 		next.State = PrepareCommit
 	}
-	if fence {
-		next.Epoch++ // PrepareEpochFence
+	// A fence (PrepareEpochFence) bumps the epoch once. On transaction
+	// version 2 the abort's own bump below is that bump (Kafka 4.4: the
+	// timed-out producer's epoch becomes LastEpoch, so its late EndTxn is
+	// a retry of the bumped abort, answered INVALID_TXN_STATE for a
+	// commit); before it the fence bumps and the abort keeps the epoch.
+	if fence && (e.t.Version < 2 || v < 2) {
+		next.Epoch++
 		next.LastEpoch = -1
 	}
 	if v >= 2 {

@@ -366,6 +366,32 @@ func TestTimedOutTransactionIsAbortedWithEpochBump(t *testing.T) {
 	wantErr(t, "the timed-out producer commits", err, kerr.ProducerFenced)
 }
 
+// On transaction version 2 the fence of a timed-out transaction bumps the
+// epoch once, as Kafka 4.4 does (the abort's own bump): the producer's late
+// commit is a retry at the last epoch, refused INVALID_TXN_STATE, and its
+// late abort succeeds.
+func TestTimedOutTransactionVersion2BumpsOnce(t *testing.T) {
+	f := newFixture(t, 2, nil)
+	ctx := context.Background()
+	pid, e, err := f.c.InitProducerID(ctx, "t", 1000, nil)
+	wantErr(t, "init", err, nil)
+	wantErr(t, "implicit add", f.c.AddPartitions(ctx, "t", pid, e, []Partition{tp0}, 2), nil)
+	f.clock.advance(time.Second)
+	f.c.AbortTimedOut(ctx)
+	f.c.Settle()
+	got := f.store.get("t")
+	if got.State != CompleteAbort || got.Epoch != e+1 {
+		t.Fatalf("after the timeout: %+v, want CompleteAbort at epoch %d", got, e+1)
+	}
+	if w := f.markers.last(t); w.m.Commit || w.m.Epoch != e+1 {
+		t.Fatalf("marker %+v, want abort at epoch %d", w.m, e+1)
+	}
+	_, _, err = f.c.EndTxn(ctx, "t", pid, e, true, 2)
+	wantErr(t, "the timed-out producer commits", err, kerr.InvalidTxnState)
+	_, _, err = f.c.EndTxn(ctx, "t", pid, e, false, 2)
+	wantErr(t, "the timed-out producer aborts", err, nil)
+}
+
 func TestExpiredTransactionalIDIsForgotten(t *testing.T) {
 	f := newFixture(t, 1, nil)
 	ctx := context.Background()

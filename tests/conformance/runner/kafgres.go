@@ -113,8 +113,12 @@ func LoadKafgres(repo, dir string) (*Kafgres, error) {
 // pgcluster.sh's KAFGRES_PG_CONF): the reference broker runs with
 // group.initial.rebalance.delay.ms=0, so kafgres's first rebalance of a
 // new group must not wait either, or the group scenarios would differ in
-// timing (and could run out of their 30 s).
-const gateConf = "kafgres.group_initial_rebalance_delay = 0"
+// timing (and could run out of their 30 s). Both look for timed-out
+// transactions every 500 ms (Kafka's default is 10 s), so that the
+// txn-timeout-abort scenario sees its transaction aborted within its
+// budget, at about the same time on both.
+const gateConf = `kafgres.group_initial_rebalance_delay = 0
+kafgres.transaction_abort_timed_out_interval = 500`
 
 // secureConf is what the secure pair's cluster adds: the reference's
 // listeners (pgcluster.sh waits for KafkaPort, the SASL_PLAINTEXT one),

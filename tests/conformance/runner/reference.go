@@ -202,6 +202,7 @@ offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
+transaction.abort.timed.out.transaction.cleanup.interval.ms=500
 `, r.Port, r.ControllerPort, filepath.Join(r.Dir, "data"))
 }
 
@@ -245,6 +246,7 @@ offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
+transaction.abort.timed.out.transaction.cleanup.interval.ms=500
 `, r.Port, r.ControllerPort, filepath.Join(r.Dir, "data"), r.SSLPort, r.pki.Keystore, plainUsers.String(), secureSuperUser)
 }
 

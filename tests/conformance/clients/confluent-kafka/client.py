@@ -685,5 +685,212 @@ SCENARIOS.update({
 })
 
 
+# ------------------------------------------------------------ transactions
+
+
+def txn_id(ctx):
+    return "%s-%s-tx" % (ctx.prefix, ctx.name)
+
+
+def txn_producer(ctx, **cfg):
+    return ctx.producer(**{"transactional.id": txn_id(ctx), **cfg})
+
+
+def step(ctx, obs, fn):
+    """Runs one transactional step, prints obs with its error (None for
+    none) and returns whether it succeeded."""
+    try:
+        fn()
+        obs["error"] = None
+    except Exception as e:  # noqa: BLE001 - every failure is an observation
+        log("%s: %s" % (ctx.name, e))
+        obs["error"] = error_name(e)
+    ctx.emit(obs)
+    return obs["error"] is None
+
+
+def send_sync(ctx, p, topic, partition, value, key=None):
+    """produce() and flush(); a failed delivery raises OpError."""
+    errors = []
+    p.produce(topic, value=value, key=key, partition=partition,
+              on_delivery=lambda err, msg: err is not None and errors.append(error_name(err)))
+    if p.flush(ctx.left(15)) > 0:
+        raise OpError("CLIENT_TIMEOUT")
+    if errors:
+        raise OpError(errors[0])
+
+
+def in_txn(ctx, p, commit, records):
+    p.begin_transaction()
+    for topic, partition, key, value in records:
+        p.produce(topic, value=value, key=key, partition=partition)
+    if commit:
+        p.commit_transaction(ctx.left(15))
+    else:
+        # abort_transaction() purges what is still queued: send it first,
+        # so that the aborted records are in the log as in the other clients
+        if p.flush(ctx.left(15)) > 0:
+            raise OpError("CLIENT_TIMEOUT")
+        p.abort_transaction(ctx.left(15))
+
+
+def isolation_name(committed):
+    return "read_committed" if committed else "read_uncommitted"
+
+
+def consume_isolated(ctx, topic, partitions, committed, want, seconds):
+    """Records of topic read with the isolation level until want+1 arrived
+    (one more than expected, so that an unwanted record shows) or seconds
+    passed."""
+    return consume(ctx, partitions, want + 1, topic=topic, max_seconds=seconds,
+                   **{"isolation.level": isolation_name(committed)})
+
+
+def print_isolated(ctx, committed, want):
+    for m in consume_isolated(ctx, ctx.topic, [0], committed, want, 3 + 0.5 * want):
+        ctx.emit({"isolation": isolation_name(committed), "offset": m.offset(), "value": text(m.value())})
+
+
+def latest(ctx, topic, partition, committed):
+    from confluent_kafka import IsolationLevel
+    a = ctx.admin()
+    tp = TopicPartition(topic, partition)
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    return a.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level, request_timeout=ctx.left(10))[tp].result().offset
+
+
+def s_txn_commit(ctx):
+    p = txn_producer(ctx)
+    if not step(ctx, {"op": "init"}, lambda: p.init_transactions(ctx.left(15))):
+        return
+    t = ctx.topic
+    recs = [(t, 0, b"k0", b"v0"), (t, 1, b"k1", b"v1"), (t, 0, b"k2", b"v2")]
+    if not step(ctx, {"op": "commit", "transaction": 1}, lambda: in_txn(ctx, p, True, recs)):
+        return
+    step(ctx, {"op": "commit", "transaction": 2}, lambda: in_txn(ctx, p, True, [(t, 1, b"k3", b"v3")]))
+    for m in consume_isolated(ctx, t, [0, 1], True, 4, 5):
+        ctx.emit({"partition": m.partition(), "offset": m.offset(), "key": text(m.key()), "value": text(m.value())})
+    for part in (0, 1):
+        ctx.emit({"partition": part, "query": "latest", "offset": latest(ctx, t, part, False)})
+
+
+def s_txn_abort(ctx):
+    p = txn_producer(ctx)
+    if not step(ctx, {"op": "init"}, lambda: p.init_transactions(ctx.left(15))):
+        return
+    t = ctx.topic
+    step(ctx, {"op": "abort"}, lambda: in_txn(ctx, p, False, [(t, 0, None, b"a0"), (t, 0, None, b"a1")]))
+    step(ctx, {"op": "commit"}, lambda: in_txn(ctx, p, True, [(t, 0, None, b"c0")]))
+    print_isolated(ctx, True, 1)
+    print_isolated(ctx, False, 3)
+    for committed in (True, False):
+        ctx.emit({"query": "latest", "isolation": isolation_name(committed), "offset": latest(ctx, t, 0, committed)})
+
+
+def s_txn_fencing(ctx):
+    t = ctx.topic
+    first = txn_producer(ctx)
+    if not step(ctx, {"producer": "first", "op": "init"}, lambda: first.init_transactions(ctx.left(15))):
+        return
+
+    def first_send():
+        first.begin_transaction()
+        send_sync(ctx, first, t, 0, b"f0")
+    if not step(ctx, {"producer": "first", "op": "send"}, first_send):
+        return
+    second = txn_producer(ctx)
+    if not step(ctx, {"producer": "second", "op": "init"}, lambda: second.init_transactions(ctx.left(15))):
+        return
+    step(ctx, {"producer": "first", "op": "send"}, lambda: send_sync(ctx, first, t, 0, b"f1"))
+    step(ctx, {"producer": "first", "op": "commit"}, lambda: first.commit_transaction(ctx.left(10)))
+    step(ctx, {"producer": "second", "op": "commit"}, lambda: in_txn(ctx, second, True, [(t, 0, None, b"s0")]))
+    for m in consume_isolated(ctx, t, [0], True, 1, 4):
+        ctx.emit({"offset": m.offset(), "value": text(m.value())})
+
+
+def s_txn_timeout_abort(ctx):
+    t = ctx.topic
+    # librdkafka wants message.timeout.ms <= transaction.timeout.ms
+    p = txn_producer(ctx, **{"transaction.timeout.ms": 2000, "message.timeout.ms": 2000})
+    if not step(ctx, {"op": "init"}, lambda: p.init_transactions(ctx.left(15))):
+        return
+
+    def send():
+        p.begin_transaction()
+        send_sync(ctx, p, t, 0, b"t0")
+    if not step(ctx, {"op": "send"}, send):
+        return
+    time.sleep(5)
+    step(ctx, {"op": "commit"}, lambda: p.commit_transaction(ctx.left(10)))
+    print_isolated(ctx, True, 0)
+    print_isolated(ctx, False, 1)
+    ctx.emit({"query": "latest", "offset": latest(ctx, t, 0, False)})
+
+
+def s_txn_offsets(ctx):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    t_in, t_out = ctx.topic, "%s-%s-1" % (ctx.prefix, ctx.name)
+    group = "%s-%s-g" % (ctx.prefix, ctx.name)
+    if produce(ctx, [{"value": b"i%d" % i, "partition": 0} for i in range(3)], topic=t_in) != 3:
+        return
+    p = txn_producer(ctx)
+    if not step(ctx, {"op": "init"}, lambda: p.init_transactions(ctx.left(15))):
+        return
+    member = ctx.consumer(**{"group.id": group})
+
+    def send_offsets():
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(t_out, value=b"I%d" % i, partition=0)
+        p.send_offsets_to_transaction([TopicPartition(t_in, 0, 3)], member.consumer_group_metadata(), ctx.left(15))
+        if p.flush(ctx.left(15)) > 0:
+            raise OpError("CLIENT_TIMEOUT")
+    try:
+        if not step(ctx, {"op": "send_offsets"}, send_offsets):
+            return
+        a = ctx.admin()
+
+        def committed(when, stable, settle=False):
+            # settle: ask again while the offsets are unstable, as the
+            # transaction's markers reach the group after EndTxn's answer
+            end = time.monotonic() + 10
+            while True:
+                obs = {"when": when, "require_stable": stable}
+                try:
+                    req = [ConsumerGroupTopicPartitions(group, [TopicPartition(t_in, 0)])]
+                    res = a.list_consumer_group_offsets(req, require_stable=stable, request_timeout=ctx.left(5))[group].result()
+                    tp = res.topic_partitions[0]
+                    if tp.error is not None:
+                        obs["error"] = error_name(tp.error)
+                    else:
+                        obs["offset"] = tp.offset if tp.offset >= 0 else None
+                except Exception as e:  # noqa: BLE001
+                    obs["error"] = error_name(e)
+                if not settle or obs.get("error") != "UNSTABLE_OFFSET_COMMIT" or time.monotonic() > end:
+                    break
+                time.sleep(0.1)
+            ctx.emit(obs)
+        committed("before_commit", False)
+        committed("before_commit", True)
+        if not step(ctx, {"op": "commit"}, lambda: p.commit_transaction(ctx.left(15))):
+            return
+        committed("after_commit", True, settle=True)
+        committed("after_commit", False)
+    finally:
+        member.close()
+    for m in consume_isolated(ctx, t_out, [0], True, 3, 5):
+        ctx.emit({"offset": m.offset(), "value": text(m.value())})
+
+
+SCENARIOS.update({
+    "txn-commit": s_txn_commit,
+    "txn-abort": s_txn_abort,
+    "txn-fencing": s_txn_fencing,
+    "txn-timeout-abort": s_txn_timeout_abort,
+    "txn-offsets": s_txn_offsets,
+    "transactions-tool": lambda ctx: ctx.emit({"skip": "a kafka-transactions.sh scenario (java-tools)"}),
+})
+
+
 if __name__ == "__main__":
     main(SCENARIOS, Ctx, error_name)

@@ -186,6 +186,7 @@ public final class ToolsClient {
             case "acl-denied", "acl-allowed" ->
                 emit(out, "skip", "per-request outcomes: the java client observes them through the same kafka-clients");
             case "kafka-acls" -> kafkaAcls(out);
+            case "transactions-tool" -> transactionsTool(out);
             default -> emit(out, "skip", "no Kafka command-line tool observes this scenario");
         }
     }
@@ -260,6 +261,81 @@ public final class ToolsClient {
         lines(out, "remove-allow", tool(acls, secured(concat(new String[] {"--remove", "--force"}, allow))));
         lines(out, "remove-deny", tool(acls, secured(concat(new String[] {"--remove", "--force"}, deny))));
         lines(out, "list-after", tool(acls, secured("--list")));
+    }
+
+    // ---- kafka-transactions.sh (issue #14) ----
+
+    private static final String TXNS = "org.apache.kafka.tools.TransactionsCommand";
+    // columns whose values are per cluster or per run: producer ids are
+    // allocated differently, times are the clock's
+    private static final java.util.Set<String> VOLATILE = java.util.Set.of("ProducerId", "LastTimestamp",
+            "CurrentTransactionStartTimeMs", "TransactionDurationMs", "Duration(min)", "Duration(s)", "StartTimestamp");
+
+    // One observation per table row of a kafka-transactions.sh command:
+    // {step, <column>: value} with the header's column names, volatile
+    // columns replaced by "<set>" (or "-1" kept), rows kept only when keep
+    // accepts them; then the exit status. Lines that are not the table
+    // (messages) are printed as {step, line}.
+    private void txnTable(PrintStream out, String step, Tool r, Predicate<Map<String, Object>> keep) {
+        String[] header = null;
+        for (String l : r.stdout) {
+            String[] cols = l.trim().split("\\s+");
+            if (header == null && cols.length > 1 && (cols[0].equals("TransactionalId") || cols[0].equals("CoordinatorId")
+                    || cols[0].equals("ProducerId") || cols[0].equals("Topic"))) {
+                header = cols;
+                emit(out, "step", step, "header", String.join(" ", cols));
+                continue;
+            }
+            if (header == null || cols.length != header.length) {
+                emit(out, "step", step, "line", l.trim());
+                continue;
+            }
+            Map<String, Object> row = new TreeMap<>();
+            row.put("step", step);
+            for (int i = 0; i < cols.length; i++) {
+                String v = cols[i];
+                if (VOLATILE.contains(header[i]) && !v.equals("-1") && !v.equals("None")) v = "<set>";
+                row.put(header[i], v);
+            }
+            if (keep.test(row)) emit(out, row);
+        }
+        emit(out, "step", step, "exit", r.exit);
+    }
+
+    // A transaction left open on topic 0 partition 0 (never committed), seen
+    // through every kafka-transactions.sh command, then aborted by the tool
+    // (WriteTxnMarkers to the partition leader).
+    private void transactionsTool(PrintStream out) throws Exception {
+        String txnID = prefix + "-" + scenario + "-tx";
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "20000");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnID);
+        KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
+        try {
+            prod.initTransactions();
+            prod.beginTransaction();
+            prod.send(new ProducerRecord<>(topic(), 0, null, "h0".getBytes(StandardCharsets.UTF_8))).get(20, TimeUnit.SECONDS);
+            Predicate<Map<String, Object>> ours = row -> txnID.equals(row.get("TransactionalId"));
+            Predicate<Map<String, Object>> all = row -> true;
+            txnTable(out, "list", tool(TXNS, secured("list")), ours);
+            txnTable(out, "describe", tool(TXNS, secured("describe", "--transactional-id", txnID)), all);
+            txnTable(out, "describe-missing", tool(TXNS, secured("describe", "--transactional-id", txnID + "-missing")), all);
+            txnTable(out, "describe-producers", tool(TXNS, secured("describe-producers", "--topic", topic(), "--partition", "0")), all);
+            txnTable(out, "find-hanging", tool(TXNS, secured("find-hanging", "--broker-id", "1")), row -> topic().equals(row.get("Topic")));
+            txnTable(out, "find-hanging-topic", tool(TXNS, secured("find-hanging", "--topic", topic(), "--max-transaction-timeout", "0")), all);
+            txnTable(out, "abort", tool(TXNS, secured("abort", "--topic", topic(), "--partition", "0", "--start-offset", "0")), all);
+            txnTable(out, "describe-producers-after", tool(TXNS, secured("describe-producers", "--topic", topic(), "--partition", "0")), all);
+            txnTable(out, "abort-again", tool(TXNS, secured("abort", "--topic", topic(), "--partition", "0", "--start-offset", "0")), all);
+        } finally {
+            prod.close(java.time.Duration.ZERO);
+        }
+        // the aborted record is not read_committed
+        Tool r = tool("org.apache.kafka.tools.consumer.ConsoleConsumer", secured("--topic", topic(), "--partition", "0",
+                "--offset", "earliest", "--timeout-ms", "4000", "--isolation-level", "read_committed",
+                "--formatter-property", "print.offset=true"));
+        lines(out, "consume-committed", new Tool(r.stdout, r.stderr, 0));
     }
 
     private static String[] concat(String[] a, String[] b) {

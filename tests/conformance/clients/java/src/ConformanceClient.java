@@ -189,6 +189,12 @@ public final class ConformanceClient {
             case "sasl-scram-ok", "sasl-ssl-scram-ok", "sasl-ssl-plain-ok" -> saslOk();
             case "sasl-bad-password", "sasl-unknown-user" -> saslRefused();
             case "acl-denied", "acl-allowed" -> aclOps();
+            case "txn-commit" -> txnCommit();
+            case "txn-abort" -> txnAbort();
+            case "txn-fencing" -> txnFencing();
+            case "txn-timeout-abort" -> txnTimeoutAbort();
+            case "txn-offsets" -> txnOffsets();
+            case "transactions-tool" -> emit("skip", "a kafka-*.sh tool scenario (java-tools)");
             default -> emit("skip", "scenario unknown to the java client");
         }
     }
@@ -274,6 +280,225 @@ public final class ConformanceClient {
             secureOp("create-topic", () -> admin.createTopics(List.of(new NewTopic(prefix + "-" + scenario + "-new", 1, (short) 1)))
                     .all().get(10, TimeUnit.SECONDS));
             secureOp("delete-topic", () -> admin.deleteTopics(List.of(topic(0))).all().get(10, TimeUnit.SECONDS));
+        }
+    }
+
+    // ---- transactions (issue #14) ----
+
+    private String txnID() {
+        return prefix + "-" + scenario + "-tx";
+    }
+
+    private KafkaProducer<byte[], byte[]> txnProducer(Properties extra) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnID());
+        p.putAll(extra);
+        return producer(p);
+    }
+
+    // Runs one transactional step and prints {op, error} plus the extra
+    // key/values; returns whether it succeeded.
+    private boolean txnStep(AdminCall call, Object... kv) {
+        String err = null;
+        try {
+            call.run();
+        } catch (Exception e) {
+            err = errorName(e);
+        }
+        Object[] all = Arrays.copyOf(kv, kv.length + 2);
+        all[kv.length] = "error";
+        all[kv.length + 1] = err;
+        emit(all);
+        return err == null;
+    }
+
+    // Reads every partition of t from the start with the isolation level
+    // until want records arrived or the time is up, sorted by partition and
+    // offset.
+    private List<ConsumerRecord<byte[], byte[]>> consumeIsolated(String t, String isolation, int want, long timeoutMs) {
+        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+        Properties p = new Properties();
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        try (KafkaConsumer<byte[], byte[]> c = consumer(p)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (PartitionInfo pi : c.partitionsFor(t, Duration.ofSeconds(10))) {
+                tps.add(new TopicPartition(t, pi.partition()));
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            while (out.size() < want && System.currentTimeMillis() < deadline) {
+                c.poll(Duration.ofMillis(200)).forEach(out::add);
+            }
+        }
+        out.sort((a, b) -> a.partition() != b.partition() ? Integer.compare(a.partition(), b.partition()) : Long.compare(a.offset(), b.offset()));
+        return out;
+    }
+
+    private long latest(Admin admin, TopicPartition tp, org.apache.kafka.common.IsolationLevel iso) throws Exception {
+        return admin.listOffsets(Map.of(tp, OffsetSpec.latest()), new org.apache.kafka.clients.admin.ListOffsetsOptions(iso))
+                .partitionResult(tp).get(20, TimeUnit.SECONDS).offset();
+    }
+
+    private void txnCommit() throws Exception {
+        try (KafkaProducer<byte[], byte[]> prod = txnProducer(new Properties())) {
+            if (!txnStep(prod::initTransactions, "op", "init")) return;
+            boolean ok = txnStep(() -> {
+                prod.beginTransaction();
+                prod.send(new ProducerRecord<>(topic(0), 0, bytes("k0"), bytes("v0")));
+                prod.send(new ProducerRecord<>(topic(0), 1, bytes("k1"), bytes("v1")));
+                prod.send(new ProducerRecord<>(topic(0), 0, bytes("k2"), bytes("v2")));
+                prod.commitTransaction();
+            }, "op", "commit", "transaction", 1);
+            if (!ok) return;
+            txnStep(() -> {
+                prod.beginTransaction();
+                prod.send(new ProducerRecord<>(topic(0), 1, bytes("k3"), bytes("v3")));
+                prod.commitTransaction();
+            }, "op", "commit", "transaction", 2);
+        }
+        for (ConsumerRecord<byte[], byte[]> r : consumeIsolated(topic(0), "read_committed", 4, 15000)) {
+            emit("partition", r.partition(), "offset", r.offset(), "key", show(r.key()), "value", show(r.value()));
+        }
+        try (Admin admin = admin()) {
+            for (int p = 0; p < 2; p++) {
+                emit("partition", p, "query", "latest", "offset", latest(admin, new TopicPartition(topic(0), p), org.apache.kafka.common.IsolationLevel.READ_UNCOMMITTED));
+            }
+        }
+    }
+
+    private void txnAbort() throws Exception {
+        try (KafkaProducer<byte[], byte[]> prod = txnProducer(new Properties())) {
+            if (!txnStep(prod::initTransactions, "op", "init")) return;
+            txnStep(() -> {
+                prod.beginTransaction();
+                prod.send(new ProducerRecord<>(topic(0), 0, null, bytes("a0")));
+                prod.send(new ProducerRecord<>(topic(0), 0, null, bytes("a1"))).get(20, TimeUnit.SECONDS);
+                prod.abortTransaction();
+            }, "op", "abort");
+            txnStep(() -> {
+                prod.beginTransaction();
+                prod.send(new ProducerRecord<>(topic(0), 0, null, bytes("c0")));
+                prod.commitTransaction();
+            }, "op", "commit");
+        }
+        printIsolated(topic(0), "read_committed", 1);
+        printIsolated(topic(0), "read_uncommitted", 3);
+        try (Admin admin = admin()) {
+            TopicPartition tp = new TopicPartition(topic(0), 0);
+            emit("query", "latest", "isolation", "read_committed", "offset", latest(admin, tp, org.apache.kafka.common.IsolationLevel.READ_COMMITTED));
+            emit("query", "latest", "isolation", "read_uncommitted", "offset", latest(admin, tp, org.apache.kafka.common.IsolationLevel.READ_UNCOMMITTED));
+        }
+    }
+
+    // Prints {isolation, offset, value} per record read with isolation;
+    // reads for 3 s past the last expected record, so that a record that
+    // should not be seen has the time to show.
+    private void printIsolated(String t, String isolation, int want) {
+        for (ConsumerRecord<byte[], byte[]> r : consumeIsolated(t, isolation, want + 1, want == 0 ? 4000 : 3000 + 500L * want)) {
+            emit("isolation", isolation, "offset", r.offset(), "value", show(r.value()));
+        }
+    }
+
+    private void txnFencing() throws Exception {
+        KafkaProducer<byte[], byte[]> first = txnProducer(new Properties());
+        try {
+            if (!txnStep(first::initTransactions, "producer", "first", "op", "init")) return;
+            if (!txnStep(() -> {
+                first.beginTransaction();
+                first.send(new ProducerRecord<>(topic(0), 0, null, bytes("f0"))).get(20, TimeUnit.SECONDS);
+            }, "producer", "first", "op", "send")) return;
+            try (KafkaProducer<byte[], byte[]> second = txnProducer(new Properties())) {
+                if (!txnStep(second::initTransactions, "producer", "second", "op", "init")) return;
+                txnStep(() -> first.send(new ProducerRecord<>(topic(0), 0, null, bytes("f1"))).get(20, TimeUnit.SECONDS),
+                        "producer", "first", "op", "send");
+                txnStep(first::commitTransaction, "producer", "first", "op", "commit");
+                txnStep(() -> {
+                    second.beginTransaction();
+                    second.send(new ProducerRecord<>(topic(0), 0, null, bytes("s0")));
+                    second.commitTransaction();
+                }, "producer", "second", "op", "commit");
+            }
+        } finally {
+            first.close(Duration.ZERO);
+        }
+        for (ConsumerRecord<byte[], byte[]> r : consumeIsolated(topic(0), "read_committed", 2, 4000)) {
+            emit("offset", r.offset(), "value", show(r.value()));
+        }
+        describeProducers(new TopicPartition(topic(0), 0));
+    }
+
+    // Prints {producer_epoch, last_sequence, current_txn_start_offset} per
+    // active producer of tp (DescribeProducers): the epochs show how often
+    // the coordinator bumped them.
+    private void describeProducers(TopicPartition tp) throws Exception {
+        try (Admin admin = admin()) {
+            for (org.apache.kafka.clients.admin.ProducerState ps : admin.describeProducers(List.of(tp)).partitionResult(tp).get(20, TimeUnit.SECONDS).activeProducers()) {
+                emit("producer_epoch", ps.producerEpoch(), "last_sequence", ps.lastSequence(),
+                        "current_txn_start_offset", ps.currentTransactionStartOffset().isPresent() ? ps.currentTransactionStartOffset().getAsLong() : -1);
+            }
+        }
+    }
+
+    private void txnTimeoutAbort() throws Exception {
+        Properties p = new Properties();
+        p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "2000");
+        try (KafkaProducer<byte[], byte[]> prod = txnProducer(p)) {
+            if (!txnStep(prod::initTransactions, "op", "init")) return;
+            if (!txnStep(() -> {
+                prod.beginTransaction();
+                prod.send(new ProducerRecord<>(topic(0), 0, null, bytes("t0"))).get(20, TimeUnit.SECONDS);
+            }, "op", "send")) return;
+            Thread.sleep(5000);
+            txnStep(prod::commitTransaction, "op", "commit");
+        }
+        printIsolated(topic(0), "read_committed", 0);
+        printIsolated(topic(0), "read_uncommitted", 1);
+        TopicPartition tp = new TopicPartition(topic(0), 0);
+        try (Admin admin = admin()) {
+            emit("query", "latest", "offset", latest(admin, tp, org.apache.kafka.common.IsolationLevel.READ_UNCOMMITTED));
+        }
+        describeProducers(tp);
+    }
+
+    private void txnOffsets() throws Exception {
+        String group = group();
+        TopicPartition in = new TopicPartition(topic(0), 0);
+        produceValues(topic(0), new Properties(), 3, "i");
+        try (KafkaProducer<byte[], byte[]> prod = txnProducer(new Properties()); Admin admin = admin()) {
+            if (!txnStep(prod::initTransactions, "op", "init")) return;
+            if (!txnStep(() -> {
+                prod.beginTransaction();
+                for (int i = 0; i < 3; i++) prod.send(new ProducerRecord<>(topic(1), 0, null, bytes("I" + i)));
+                prod.sendOffsetsToTransaction(Map.of(in, new org.apache.kafka.clients.consumer.OffsetAndMetadata(3)),
+                        new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(group));
+                prod.flush();
+            }, "op", "send_offsets")) return;
+            committedOffset(admin, group, in, "before_commit", false);
+            committedOffset(admin, group, in, "before_commit", true);
+            if (!txnStep(prod::commitTransaction, "op", "commit")) return;
+            // require_stable first: Admin retries UNSTABLE_OFFSET_COMMIT
+            // until the commit's markers reached the group (after EndTxn's
+            // answer, on Kafka too)
+            committedOffset(admin, group, in, "after_commit", true);
+            committedOffset(admin, group, in, "after_commit", false);
+        }
+        for (ConsumerRecord<byte[], byte[]> r : consumeIsolated(topic(1), "read_committed", 3, 15000)) {
+            emit("offset", r.offset(), "value", show(r.value()));
+        }
+    }
+
+    // Prints the group's committed offset of tp as OffsetFetch shows it:
+    // {when, require_stable, offset} (null: none), or {..., error} when the
+    // call fails (Admin retries UNSTABLE_OFFSET_COMMIT until its timeout).
+    private void committedOffset(Admin admin, String group, TopicPartition tp, String when, boolean requireStable) {
+        try {
+            var spec = Map.of(group, new org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec().topicPartitions(List.of(tp)));
+            var opts = new org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions().requireStable(requireStable).timeoutMs(3000);
+            var got = admin.listConsumerGroupOffsets(spec, opts).partitionsToOffsetAndMetadata(group).get(10, TimeUnit.SECONDS).get(tp);
+            emit("when", when, "require_stable", requireStable, "offset", got == null ? null : got.offset());
+        } catch (Exception e) {
+            emit("when", when, "require_stable", requireStable, "error", errorName(e));
         }
     }
 
