@@ -312,22 +312,7 @@ func (c *Coordinator) begin(t Txn, parts []Partition, group string, v int16) Txn
 // implicitly, KIP-890 part 2): the partitions join the transaction, which
 // is written before the answer.
 func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []Partition, v int16) *kerr.Error {
-	if id == "" {
-		return kerr.InvalidRequest
-	}
-	e := c.get(id)
-	if e == nil {
-		return kerr.InvalidProducerIDMapping
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := checkProducer(e, producerID, epoch); err != nil {
-		return err
-	}
-	if e.t.State == Ongoing && containsAll(e.t.Partitions, parts) {
-		return nil
-	}
-	return c.save(ctx, e, c.begin(e.t, parts, "", v))
+	return c.join(ctx, id, producerID, epoch, parts, "", v)
 }
 
 // VerifyPartitions is AddPartitionsToTxn's verify-only mode (KIP-890
@@ -366,6 +351,12 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 // AddOffsets is AddOffsetsToTxn: group's offsets will be committed by the
 // transaction (Kafka adds the group's __consumer_offsets partition).
 func (c *Coordinator) AddOffsets(ctx context.Context, id string, producerID int64, epoch int16, group string, v int16) *kerr.Error {
+	return c.join(ctx, id, producerID, epoch, nil, group, v)
+}
+
+// join makes parts and group ("": none) part of id's transaction, starting
+// one if none is ongoing, and stores that unless they already are.
+func (c *Coordinator) join(ctx context.Context, id string, producerID int64, epoch int16, parts []Partition, group string, v int16) *kerr.Error {
 	if id == "" {
 		return kerr.InvalidRequest
 	}
@@ -378,10 +369,10 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, producerID int6
 	if err := checkProducer(e, producerID, epoch); err != nil {
 		return err
 	}
-	if e.t.State == Ongoing && slices.Contains(e.t.Groups, group) {
+	if e.t.State == Ongoing && containsAll(e.t.Partitions, parts) && (group == "" || slices.Contains(e.t.Groups, group)) {
 		return nil
 	}
-	return c.save(ctx, e, c.begin(e.t, nil, group, v))
+	return c.save(ctx, e, c.begin(e.t, parts, group, v))
 }
 
 // CommitOffsets is TxnOffsetCommit's part of the coordinator: offs become
