@@ -451,6 +451,9 @@ func (g *Gate) Report(res *Result) {
 			fmt.Fprintf(g.Out, "%s\n      (%s)\n", gr.head, strings.Join(gr.scenarios, ", "))
 		}
 	}
+	// skips first: CI keeps only the tail of the output, and that should
+	// be what failed
+	show("skipped:", skips)
 	if len(details) > 0 {
 		fmt.Fprintln(g.Out, "\nnot identical:")
 		for _, d := range details {
@@ -458,6 +461,16 @@ func (g *Gate) Report(res *Result) {
 		}
 	}
 	show("client errors:", failures)
-	show("skipped:", skips)
 	fmt.Fprintf(g.Out, "\n%d passed, %d failed, %d skipped\n", res.Passed, res.Failed, res.Skipped)
+	if res.Failed > 0 {
+		var names []string
+		for _, s := range g.Scenarios {
+			for _, c := range g.Clients {
+				if st := res.Cells[s.Name][c].Status; st != Skipped && !st.Passed() {
+					names = append(names, s.Name+" × "+c)
+				}
+			}
+		}
+		fmt.Fprintf(g.Out, "failed: %s\n", strings.Join(names, ", "))
+	}
 }
