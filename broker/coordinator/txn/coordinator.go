@@ -523,7 +523,9 @@ func (c *Coordinator) prepareEnd(ctx context.Context, e *entry, commit bool, v i
 	// timed-out producer's epoch becomes LastEpoch, so its late EndTxn is
 	// a retry of the bumped abort, answered INVALID_TXN_STATE for a
 	// commit); before it the fence bumps and the abort keeps the epoch.
-	if fence && (e.t.Version < 2 || v < 2) {
+	// A fence is the coordinator's, so v is the finalized level even for
+	// a transaction a version 1 client began: still one bump.
+	if fence && v < 2 {
 		next.Epoch++
 		next.LastEpoch = -1
 	}
