@@ -721,6 +721,244 @@ SCENARIOS.update({
 })
 
 
+# ------------------------------------------------------------ transactions
+# PROTOCOL.md / scenarios.json txn-*: kafka-python's transactional producer
+# (init_transactions, begin/commit/abort_transaction,
+# send_offsets_to_transaction) and read_committed consumers. kafka-python
+# has no DescribeProducers and its OffsetFetch stops at v5 (require_stable
+# is v7), so those observations are left out.
+
+def txn_id(ctx):
+    return "%s-%s-tx" % (ctx.prefix, ctx.name)
+
+
+def txn_producer(ctx, **cfg):
+    return ctx.producer(transactional_id=txn_id(ctx), enable_idempotence=True, **cfg)
+
+
+def txn_step(ctx, obs, fn):
+    """Runs one transactional step, prints obs with its error (None for
+    none) and returns whether it succeeded."""
+    try:
+        fn()
+        obs["error"] = None
+    except Exception as e:  # noqa: BLE001 - every failure is an observation
+        log("%s: %r" % (ctx.name, e))
+        obs["error"] = error_name(e)
+    ctx.emit(obs)
+    return obs["error"] is None
+
+
+def init_txn(ctx, p):
+    p.init_transactions()
+
+
+def end_txn(ctx, p, commit, cap_ms=15000):
+    """commit_transaction() / abort_transaction() with a time bound: both
+    wait for the coordinator without one. Records still in flight are
+    sent first (abort included, so that the aborted records are in the
+    log as with the other clients)."""
+    p.flush(timeout=ctx.left_ms(cap_ms) / 1000)
+    tm = p._transaction_manager
+    result = tm.begin_commit() if commit else tm.begin_abort()
+    p._sender.wakeup()
+    if not result.wait(timeout_ms=ctx.left_ms(cap_ms)):
+        raise Errors.KafkaTimeoutError("EndTxn did not complete")
+
+
+def send_sync(ctx, p, topic, partition, value, key=None):
+    """One record, waiting for its acknowledgement (a failed delivery raises)."""
+    p.send(topic, value=value, key=key, partition=partition).get(timeout=ctx.left_ms(15000) / 1000)
+
+
+def in_txn(ctx, p, commit, records):
+    p.begin_transaction()
+    for topic, partition, key, value in records:
+        p.send(topic, value=value, key=key, partition=partition)
+    end_txn(ctx, p, commit)
+
+
+def txn_isolation(committed):
+    return "read_committed" if committed else "read_uncommitted"
+
+
+def consume_isolated(ctx, topic, partitions, committed, want, seconds):
+    """Records read with the isolation level until want+1 arrived (one
+    more than expected, so that an unwanted record shows) or seconds
+    passed."""
+    return consume(ctx, partitions, want + 1, topic=topic, max_seconds=seconds,
+                   isolation_level=txn_isolation(committed))
+
+
+def print_isolated(ctx, committed, want):
+    for r in consume_isolated(ctx, ctx.topic, [0], committed, want, 3 + 0.5 * want):
+        ctx.emit({"isolation": txn_isolation(committed), "offset": r.offset, "value": text(r.value)})
+
+
+def latest(ctx, topic, partition, committed):
+    """ListOffsets(latest) with the isolation level: the high watermark or
+    the last stable offset."""
+    tp = TopicPartition(topic, partition)
+    c = ctx.consumer(isolation_level=txn_isolation(committed))
+    try:
+        return c.end_offsets([tp])[tp]
+    finally:
+        c.close(autocommit=False)
+
+
+def closing(p):
+    """Closes producer p without waiting long for what it still holds."""
+    with contextlib.suppress(Exception):
+        p.close(timeout=5)
+
+
+def s_txn_commit(ctx):
+    p = txn_producer(ctx)
+    try:
+        if not txn_step(ctx, {"op": "init"}, lambda: init_txn(ctx, p)):
+            return
+        t = ctx.topic
+        recs = [(t, 0, b"k0", b"v0"), (t, 1, b"k1", b"v1"), (t, 0, b"k2", b"v2")]
+        if not txn_step(ctx, {"op": "commit", "transaction": 1}, lambda: in_txn(ctx, p, True, recs)):
+            return
+        txn_step(ctx, {"op": "commit", "transaction": 2}, lambda: in_txn(ctx, p, True, [(t, 1, b"k3", b"v3")]))
+    finally:
+        closing(p)
+    for r in consume_isolated(ctx, t, [0, 1], True, 4, 5):
+        ctx.emit({"partition": r.partition, "offset": r.offset, "key": text(r.key), "value": text(r.value)})
+    for part in (0, 1):
+        ctx.emit({"partition": part, "query": "latest", "offset": latest(ctx, t, part, False)})
+
+
+def s_txn_abort(ctx):
+    p = txn_producer(ctx)
+    t = ctx.topic
+    try:
+        if not txn_step(ctx, {"op": "init"}, lambda: init_txn(ctx, p)):
+            return
+        txn_step(ctx, {"op": "abort"}, lambda: in_txn(ctx, p, False, [(t, 0, None, b"a0"), (t, 0, None, b"a1")]))
+        txn_step(ctx, {"op": "commit"}, lambda: in_txn(ctx, p, True, [(t, 0, None, b"c0")]))
+    finally:
+        closing(p)
+    print_isolated(ctx, True, 1)
+    print_isolated(ctx, False, 3)
+    for committed in (True, False):
+        ctx.emit({"query": "latest", "isolation": txn_isolation(committed), "offset": latest(ctx, t, 0, committed)})
+
+
+def s_txn_fencing(ctx):
+    t = ctx.topic
+    first = txn_producer(ctx)
+    second = None
+    try:
+        if not txn_step(ctx, {"producer": "first", "op": "init"}, lambda: init_txn(ctx, first)):
+            return
+
+        def first_send():
+            first.begin_transaction()
+            send_sync(ctx, first, t, 0, b"f0")
+        if not txn_step(ctx, {"producer": "first", "op": "send"}, first_send):
+            return
+        second = txn_producer(ctx)
+        if not txn_step(ctx, {"producer": "second", "op": "init"}, lambda: init_txn(ctx, second)):
+            return
+        txn_step(ctx, {"producer": "first", "op": "send"}, lambda: send_sync(ctx, first, t, 0, b"f1"))
+        txn_step(ctx, {"producer": "first", "op": "commit"}, lambda: end_txn(ctx, first, True, 10000))
+        txn_step(ctx, {"producer": "second", "op": "commit"}, lambda: in_txn(ctx, second, True, [(t, 0, None, b"s0")]))
+    finally:
+        closing(first)
+        if second is not None:
+            closing(second)
+    for r in consume_isolated(ctx, t, [0], True, 1, 4):
+        ctx.emit({"offset": r.offset, "value": text(r.value)})
+
+
+def s_txn_timeout_abort(ctx):
+    t = ctx.topic
+    p = txn_producer(ctx, transaction_timeout_ms=2000)
+    try:
+        if not txn_step(ctx, {"op": "init"}, lambda: init_txn(ctx, p)):
+            return
+
+        def send():
+            p.begin_transaction()
+            send_sync(ctx, p, t, 0, b"t0")
+        if not txn_step(ctx, {"op": "send"}, send):
+            return
+        time.sleep(5)
+        txn_step(ctx, {"op": "commit"}, lambda: end_txn(ctx, p, True, 10000))
+    finally:
+        closing(p)
+    print_isolated(ctx, True, 0)
+    print_isolated(ctx, False, 1)
+    ctx.emit({"query": "latest", "offset": latest(ctx, t, 0, False)})
+
+
+def s_txn_offsets(ctx):
+    from kafka.structs import OffsetAndMetadata
+    t_in, t_out = ctx.topic, "%s-%s-1" % (ctx.prefix, ctx.name)
+    group = group_id(ctx)
+    if sent(produce(ctx, [dict(value=b"i%d" % i, partition=0) for i in range(3)], topic=t_in)) != 3:
+        return
+    p = txn_producer(ctx)
+    try:
+        if not txn_step(ctx, {"op": "init"}, lambda: init_txn(ctx, p)):
+            return
+
+        def send_offsets():
+            p.begin_transaction()
+            for i in range(3):
+                p.send(t_out, value=b"I%d" % i, partition=0)
+            p.flush(timeout=ctx.left_ms(15000) / 1000)
+            try:
+                om = OffsetAndMetadata(3, "", -1)
+            except TypeError:  # older structs without leader epoch
+                om = OffsetAndMetadata(3, "")
+            p.send_offsets_to_transaction({TopicPartition(t_in, 0): om}, group)
+        if not txn_step(ctx, {"op": "send_offsets"}, send_offsets):
+            return
+
+        def committed(when, settle=False):
+            # settle: ask again while the offset is not visible yet, as the
+            # transaction's markers reach the group after EndTxn's answer
+            # (kafka-python cannot ask with require_stable and wait for
+            # UNSTABLE_OFFSET_COMMIT to end, as the other clients do)
+            end = time.monotonic() + 10
+            while True:
+                obs = {"when": when, "require_stable": False}
+                a = ctx.admin()
+                try:
+                    offs = a.list_consumer_group_offsets(group, partitions=[TopicPartition(t_in, 0)])
+                    om = offs.get(TopicPartition(t_in, 0))
+                    obs["offset"] = om.offset if om is not None and om.offset >= 0 else None
+                except Exception as e:  # noqa: BLE001
+                    obs["error"] = error_name(e)
+                finally:
+                    a.close()
+                if not settle or obs.get("offset") is not None or time.monotonic() > end:
+                    break
+                time.sleep(0.1)
+            ctx.emit(obs)
+        committed("before_commit")
+        if not txn_step(ctx, {"op": "commit"}, lambda: end_txn(ctx, p, True)):
+            return
+        committed("after_commit", settle=True)
+    finally:
+        closing(p)
+    for r in consume_isolated(ctx, t_out, [0], True, 3, 5):
+        ctx.emit({"offset": r.offset, "value": text(r.value)})
+
+
+SCENARIOS.update({
+    "txn-commit": s_txn_commit,
+    "txn-abort": s_txn_abort,
+    "txn-fencing": s_txn_fencing,
+    "txn-timeout-abort": s_txn_timeout_abort,
+    "txn-offsets": s_txn_offsets,
+    "transactions-tool": lambda ctx: ctx.emit({"skip": "a kafka-transactions.sh scenario (java-tools)"}),
+})
+
+
 def on_alarm(signum, frame):
     raise ScenarioTimeout()
 
