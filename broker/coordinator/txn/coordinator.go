@@ -439,7 +439,11 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t := e.t
-	tv2 := t.Version >= 2
+	// The request's version picks the checks, not the transaction's
+	// (Kafka's handleEndTransaction: endTransaction or
+	// endTransactionWithTV1): a version 1 client late after a fence at
+	// the finalized version 2 is fenced, not a retry.
+	tv2 := clientVersion >= 2
 	retryOnOverflow := tv2 && t.PrevProducerID == producerID && epoch == math.MaxInt16-1 && t.Epoch == 0
 	retryOnBump := tv2 && t.Epoch == epoch+1
 	retry := retryOnBump || retryOnOverflow

@@ -392,6 +392,40 @@ func TestTimedOutTransactionVersion2BumpsOnce(t *testing.T) {
 	wantErr(t, "the timed-out producer aborts", err, nil)
 }
 
+// A version 1 client (Sarama, kafka-python) on a cluster finalized at
+// version 2: the coordinator's fences bump the epoch once, as Kafka 4.4
+// does, and the fenced producer's late commit is answered PRODUCER_FENCED
+// (Kafka checks an EndTxn below v5 as version 1 does).
+func TestVersion1ClientFencedOnceAtVersion2(t *testing.T) {
+	f := newFixture(t, 2, nil)
+	ctx := context.Background()
+	pid, e, err := f.c.InitProducerID(ctx, "t", 1000, nil)
+	wantErr(t, "init", err, nil)
+	wantErr(t, "add", f.c.AddPartitions(ctx, "t", pid, e, []Partition{tp0}, 1), nil)
+	f.clock.advance(time.Second)
+	f.c.AbortTimedOut(ctx)
+	f.c.Settle()
+	if got := f.store.get("t"); got.State != CompleteAbort || got.Epoch != e+1 {
+		t.Fatalf("after the timeout: %+v, want CompleteAbort at epoch %d", got, e+1)
+	}
+	_, _, err = f.c.EndTxn(ctx, "t", pid, e, true, 1)
+	wantErr(t, "the timed-out producer commits", err, kerr.ProducerFenced)
+
+	// a second producer's init fences an ongoing transaction: one bump
+	// for the fence, one for the retried init
+	_, e, err = f.c.InitProducerID(ctx, "t", 60000, nil)
+	wantErr(t, "init again", err, nil)
+	wantErr(t, "add again", f.c.AddPartitions(ctx, "t", pid, e, []Partition{tp0}, 1), nil)
+	_, _, err = f.c.InitProducerID(ctx, "t", 60000, nil)
+	wantErr(t, "the fencing init", err, kerr.ConcurrentTransactions)
+	f.c.Settle()
+	_, ne, err := f.c.InitProducerID(ctx, "t", 60000, nil)
+	wantErr(t, "the fencing init retried", err, nil)
+	if ne != e+2 {
+		t.Fatalf("epoch after the fence %d, want %d", ne, e+2)
+	}
+}
+
 func TestExpiredTransactionalIDIsForgotten(t *testing.T) {
 	f := newFixture(t, 1, nil)
 	ctx := context.Background()
