@@ -26,6 +26,10 @@ type Config struct {
 	// Retry is the pause between attempts to complete a transaction whose
 	// markers or completion could not be written (default 100 ms).
 	Retry time.Duration
+	// CompletionWait is how long the first addition to a producer's next
+	// transaction waits for the previous one's markers before it is
+	// answered CONCURRENT_TRANSACTIONS (default 1 s; negative: no wait).
+	CompletionWait time.Duration
 }
 
 // Coordinator is the transaction coordinator of one broker.
@@ -59,7 +63,8 @@ type entry struct {
 	mu         sync.Mutex
 	t          Txn
 	offsets    map[offsetKey]Offset
-	completing bool // a goroutine is writing markers and the completion
+	completing bool          // a goroutine is writing markers and the completion
+	completed  chan struct{} // closed when the completion of this end is written
 }
 
 type offsetKey struct {
@@ -78,6 +83,9 @@ func New(cfg Config, store Store, markers Markers, ids ProducerIDs, clock Clock,
 	}
 	if cfg.Retry <= 0 {
 		cfg.Retry = 100 * time.Millisecond
+	}
+	if cfg.CompletionWait == 0 {
+		cfg.CompletionWait = time.Second
 	}
 	return &Coordinator{cfg: cfg, store: store, markers: markers, ids: ids, clock: clock, log: log, txns: map[string]*entry{}, pending: map[offsetKey]int{}}
 }
@@ -100,7 +108,7 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		e := &entry{t: t, offsets: map[offsetKey]Offset{}}
 		c.txns[t.ID] = e
 		if t.State.preparing() {
-			e.completing = true
+			e.completing, e.completed = true, make(chan struct{})
 			c.queued = append(c.queued, e)
 		}
 	}
@@ -277,6 +285,41 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	return next.ProducerID, next.Epoch, nil
 }
 
+// awaitCompletion waits, with e held (released while it waits), up to
+// CompletionWait for the markers and completion of e's previous
+// transaction when producerID/epoch is the producer that transaction
+// ended with: its first addition to the next transaction then goes on
+// rather than being answered CONCURRENT_TRANSACTIONS, which the Java
+// client retries after retry.backoff.ms (100 ms) on a produce. Kafka
+// answers at once; only the latency differs.
+func (c *Coordinator) awaitCompletion(ctx context.Context, e *entry, producerID int64, epoch int16) {
+	if !e.completing || c.cfg.CompletionWait < 0 {
+		return
+	}
+	next := e.t.ProducerID == producerID && e.t.Epoch == epoch
+	if e.t.NextProducerID >= 0 {
+		next = e.t.NextProducerID == producerID && epoch == 0
+	}
+	if !next {
+		return
+	}
+	timer := time.NewTimer(c.cfg.CompletionWait)
+	defer timer.Stop()
+	for e.completing {
+		done := e.completed
+		e.mu.Unlock()
+		select {
+		case <-done:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		e.mu.Lock()
+		if ctx.Err() != nil || done == e.completed && e.completing {
+			return // timed out (or a new end began): answered as before
+		}
+	}
+}
+
 // checkProducer is the common check of a producer's request against its
 // transaction.
 func checkProducer(e *entry, producerID int64, epoch int16) *kerr.Error {
@@ -366,6 +409,7 @@ func (c *Coordinator) join(ctx context.Context, id string, producerID int64, epo
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	c.awaitCompletion(ctx, e, producerID, epoch)
 	if err := checkProducer(e, producerID, epoch); err != nil {
 		return err
 	}
@@ -391,6 +435,9 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, id string, producerID i
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if implicit {
+		c.awaitCompletion(ctx, e, producerID, epoch)
+	}
 	if err := checkProducer(e, producerID, epoch); err != nil {
 		return err
 	}
@@ -554,7 +601,7 @@ func (c *Coordinator) prepareEnd(ctx context.Context, e *entry, commit bool, v i
 	if err := c.save(ctx, e, next); err != nil {
 		return err
 	}
-	e.completing = true
+	e.completing, e.completed = true, make(chan struct{})
 	c.bgMu.Lock()
 	defer c.bgMu.Unlock()
 	if c.bgCtx == nil {
@@ -618,6 +665,7 @@ func (c *Coordinator) complete(ctx context.Context, e *entry) error {
 		return err
 	}
 	e.t, e.completing = next, false
+	close(e.completed)
 	c.mu.Lock()
 	for k := range e.offsets {
 		if c.pending[k]--; c.pending[k] <= 0 {

@@ -98,11 +98,22 @@ type written struct {
 }
 
 type memMarkers struct {
-	mu  sync.Mutex
-	got []written
+	mu   sync.Mutex
+	got  []written
+	hold chan struct{} // non-nil: writes wait until it is closed
 }
 
-func (m *memMarkers) WriteMarkers(_ context.Context, mk Marker, parts []Partition) error {
+func (m *memMarkers) WriteMarkers(ctx context.Context, mk Marker, parts []Partition) error {
+	m.mu.Lock()
+	hold := m.hold
+	m.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.got = append(m.got, written{mk, parts})
@@ -424,6 +435,54 @@ func TestVersion1ClientFencedOnceAtVersion2(t *testing.T) {
 	if ne != e+2 {
 		t.Fatalf("epoch after the fence %d, want %d", ne, e+2)
 	}
+}
+
+// The first produce of the next transaction (the implicit add of
+// transaction version 2) waits for the previous transaction's markers
+// instead of being answered CONCURRENT_TRANSACTIONS at once; after
+// CompletionWait it is answered that.
+func TestNextTransactionWaitsForCompletion(t *testing.T) {
+	f := newFixture(t, 2, nil)
+	ctx := context.Background()
+	pid, e := f.init(t, "t")
+	wantErr(t, "add", f.c.AddPartitions(ctx, "t", pid, e, []Partition{tp0}, 2), nil)
+	hold := make(chan struct{})
+	f.markers.mu.Lock()
+	f.markers.hold = hold
+	f.markers.mu.Unlock()
+	_, ne, err := f.c.EndTxn(ctx, "t", pid, e, true, 2)
+	wantErr(t, "commit", err, nil)
+
+	added := make(chan *kerr.Error, 1)
+	go func() { added <- f.c.AddPartitions(ctx, "t", pid, ne, []Partition{tp0}, 2) }()
+	select {
+	case err := <-added:
+		t.Fatalf("the next transaction's add answered %v while the markers were held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(hold)
+	select {
+	case err := <-added:
+		wantErr(t, "add after the markers", err, nil)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the add did not go on once the markers were written")
+	}
+	if got := f.store.get("t"); got.State != Ongoing || got.Epoch != ne || !containsAll(got.Partitions, []Partition{tp0}) {
+		t.Fatalf("next transaction %+v", got)
+	}
+
+	// markers that take longer than CompletionWait: as Kafka answers
+	f.c.cfg.CompletionWait = 20 * time.Millisecond
+	hold = make(chan struct{})
+	defer close(hold)
+	f.markers.mu.Lock()
+	f.markers.hold = hold
+	f.markers.mu.Unlock()
+	_, ne2, err := f.c.EndTxn(ctx, "t", pid, ne, true, 2)
+	wantErr(t, "second commit", err, nil)
+	wantErr(t, "add while markers stall", f.c.AddPartitions(ctx, "t", pid, ne2, []Partition{tp0}, 2), kerr.ConcurrentTransactions)
+	// a stale producer does not wait: fenced at once
+	wantErr(t, "stale producer", f.c.AddPartitions(ctx, "t", pid, ne, []Partition{tp0}, 2), kerr.ProducerFenced)
 }
 
 func TestExpiredTransactionalIDIsForgotten(t *testing.T) {
