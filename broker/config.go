@@ -49,6 +49,10 @@ type Config struct {
 	// RetentionCheckInterval is log.retention.check.interval.ms: how often
 	// segments past their topic's retention.ms/retention.bytes go.
 	RetentionCheckInterval time.Duration
+	// CleanerBackoff, if set, replaces log.cleaner.backoff.ms (a dynamic
+	// broker config): how often the log cleaner looks for compacted
+	// partitions to clean (broker/cleaner.go).
+	CleanerBackoff time.Duration
 
 	// Consumer groups. GroupInitialRebalanceDelay is
 	// group.initial.rebalance.delay.ms: zero means Kafka's default (3 s),
