@@ -36,11 +36,7 @@ func (b *Broker) cleanLogs(ctx context.Context) {
 	t := newThrottler()
 	for {
 		cs := b.brokerConfigs().CleanerSettings()
-		wait := time.Duration(cs.BackoffMs) * time.Millisecond
-		if b.cfg.CleanerBackoff > 0 {
-			wait = b.cfg.CleanerBackoff
-		}
-		timer := time.NewTimer(wait)
+		timer := time.NewTimer(time.Duration(cs.BackoffMs) * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			timer.Stop()

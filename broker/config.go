@@ -49,9 +49,10 @@ type Config struct {
 	// RetentionCheckInterval is log.retention.check.interval.ms: how often
 	// segments past their topic's retention.ms/retention.bytes go.
 	RetentionCheckInterval time.Duration
-	// CleanerBackoff, if set, replaces log.cleaner.backoff.ms (a dynamic
-	// broker config): how often the log cleaner looks for compacted
-	// partitions to clean (broker/cleaner.go).
+	// CleanerBackoff is the static log.cleaner.backoff.ms (zero: Kafka's
+	// 15 s): how often the log cleaner looks for compacted partitions to
+	// clean (broker/cleaner.go). A dynamic log.cleaner.backoff.ms
+	// (AlterConfigs) overrides it, as in Kafka.
 	CleanerBackoff time.Duration
 
 	// Consumer groups. GroupInitialRebalanceDelay is

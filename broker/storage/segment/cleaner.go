@@ -1092,6 +1092,11 @@ func (l *Log) finishCleaning() (changed bool, err error) {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return changed, fmt.Errorf("remove %s: %w", name, err)
 			}
+			// One line per interrupted clean (its log file), so that an
+			// operator sees what recovery undid.
+			if base, ext, ok := parseSegmentName(strings.TrimSuffix(name, cleanedSuffix)); ok && ext == extLog {
+				l.logger.Info("discarding incomplete cleaned segment", "dir", dir, "base_offset", base)
+			}
 			changed = true
 		case strings.HasSuffix(name, swapSuffix):
 			if base, ext, ok := parseSegmentName(strings.TrimSuffix(name, swapSuffix)); ok {
