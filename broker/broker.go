@@ -214,6 +214,7 @@ func (b *Broker) Serve(ctx context.Context, lns ...net.Listener) error {
 	run(b.catalog.listen)
 	run(func(ctx context.Context) { b.authz.follow(ctx, b.meta) })
 	run(b.retain)
+	run(b.cleanLogs)
 	run(func(ctx context.Context) { every(ctx, b.cfg.ProducerIDExpirationCheckInterval, b.expireProducers) })
 	run(b.sessions.watchRoles)
 	run(func(ctx context.Context) {

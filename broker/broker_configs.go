@@ -68,6 +68,7 @@ func staticBrokerConfigs(cfg Config) map[string]string {
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms": strconv.FormatInt(cfg.TransactionAbortInterval.Milliseconds(), 10),
 		"transaction.remove.expired.transaction.cleanup.interval.ms":  strconv.FormatInt(cfg.TransactionRemoveExpiredInterval.Milliseconds(), 10),
 		"producer.id.expiration.ms":                                   strconv.FormatInt(cfg.ProducerIDExpiration.Milliseconds(), 10),
+		"log.cleaner.backoff.ms":                                      strconv.FormatInt(cfg.CleanerBackoff.Milliseconds(), 10),
 	}
 	for k, v := range securityConfigs(cfg) {
 		differs[k] = v

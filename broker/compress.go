@@ -396,3 +396,55 @@ func wrapCodecErr(codec string, err error) error {
 	}
 	return corrupt(codec, err)
 }
+
+// xerialBlock is the chunk size of the framed snappy the Java client (and
+// Kafka's broker when it recompresses) writes.
+const xerialBlock = 32 << 10
+
+// compressRecords compresses a records section with codec, for the log
+// cleaner, which rewrites a batch in its own codec as Kafka does: gzip,
+// snappy in the Java client's xerial framing (every client reads it), an
+// lz4 frame, a zstd frame.
+func compressRecords(codec int8, plain []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	switch codec {
+	case codecGzip:
+		w := gzip.NewWriter(&buf)
+		if _, err := w.Write(plain); err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		if err := w.Close(); err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+	case codecSnappy:
+		buf.Write(xerialMagic)
+		buf.Write([]byte{0, 0, 0, 1, 0, 0, 0, 1}) // version 1, compatible version 1
+		for len(plain) > 0 {
+			n := min(len(plain), xerialBlock)
+			block := snappy.Encode(nil, plain[:n])
+			var size [4]byte
+			binary.BigEndian.PutUint32(size[:], uint32(len(block)))
+			buf.Write(size[:])
+			buf.Write(block)
+			plain = plain[n:]
+		}
+	case codecLZ4:
+		w := lz4.NewWriter(&buf)
+		if _, err := w.Write(plain); err != nil {
+			return nil, fmt.Errorf("lz4: %w", err)
+		}
+		if err := w.Close(); err != nil {
+			return nil, fmt.Errorf("lz4: %w", err)
+		}
+	case codecZstd:
+		enc, err := zstd.NewWriter(nil)
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		defer enc.Close()
+		return enc.EncodeAll(plain, nil), nil
+	default:
+		return nil, fmt.Errorf("unknown codec %d", codec)
+	}
+	return buf.Bytes(), nil
+}

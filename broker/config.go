@@ -49,6 +49,11 @@ type Config struct {
 	// RetentionCheckInterval is log.retention.check.interval.ms: how often
 	// segments past their topic's retention.ms/retention.bytes go.
 	RetentionCheckInterval time.Duration
+	// CleanerBackoff is the static log.cleaner.backoff.ms (zero: Kafka's
+	// 15 s): how often the log cleaner looks for compacted partitions to
+	// clean (broker/cleaner.go). A dynamic log.cleaner.backoff.ms
+	// (AlterConfigs) overrides it, as in Kafka.
+	CleanerBackoff time.Duration
 
 	// Consumer groups. GroupInitialRebalanceDelay is
 	// group.initial.rebalance.delay.ms: zero means Kafka's default (3 s),

@@ -203,6 +203,7 @@ func TestInProcessProduceBatchValidation(t *testing.T) {
 	c := tb.dial(t)
 	tb.createTopic(t, c, "val", 1, nil)
 	tb.createTopic(t, c, "compacted", 1, map[string]string{"cleanup.policy": "compact"})
+	tb.createTopic(t, c, "compactdel", 1, map[string]string{"cleanup.policy": "compact,delete"})
 	two := []rec{{offsetDelta: 0, key: []byte("k"), value: []byte("a")}, {offsetDelta: 1, key: []byte("k"), value: []byte("b")}}
 
 	edit := func(s batchSpec, f func(*batchSpec)) []byte { f(&s); return s.build() }
@@ -254,6 +255,10 @@ func TestInProcessProduceBatchValidation(t *testing.T) {
 		{"null key on a compacted topic", 12, "compacted", edit(plainSpec(two), func(s *batchSpec) {
 			s.records = encodeRecs([]rec{{offsetDelta: 0, key: []byte("k"), value: []byte("a")}, {offsetDelta: 1, value: []byte("b")}})
 		}), kerr.InvalidRecord, 1},
+		// Kafka's LogConfig.compact: the policy includes compact.
+		{"null key on a compact,delete topic", 12, "compactdel", edit(plainSpec(two), func(s *batchSpec) {
+			s.records = encodeRecs([]rec{{offsetDelta: 0, value: []byte("a")}, {offsetDelta: 1, key: []byte("k"), value: []byte("b")}})
+		}), kerr.InvalidRecord, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,7 +273,7 @@ func TestInProcessProduceBatchValidation(t *testing.T) {
 			}
 		})
 	}
-	for _, topic := range []string{"val", "compacted"} {
+	for _, topic := range []string{"val", "compacted", "compactdel"} {
 		if p := tb.listOffset(c, topic, -1); p.ErrorCode != 0 || p.Offset != 0 {
 			t.Fatalf("%s: log end %d (%v) after refused batches, want 0", topic, p.Offset, kerr.ErrorForCode(p.ErrorCode))
 		}

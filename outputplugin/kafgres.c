@@ -49,6 +49,7 @@ int			kafgres_transaction_remove_expired_interval = 3600000;
 bool		kafgres_fsync = true;
 int			kafgres_max_message_bytes = 1048588;
 int			kafgres_log_retention_check_interval = 300000;
+int			kafgres_log_cleaner_backoff = 15000;
 int			kafgres_producer_id_expiration = 86400000;
 int			kafgres_producer_id_expiration_check_interval = 600000;
 int			kafgres_mapping_render_timeout = 5000;
@@ -328,6 +329,14 @@ _PG_init(void)
 							"Kafka's log.retention.check.interval.ms.",
 							&kafgres_log_retention_check_interval,
 							300000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.log_cleaner_backoff",
+							"How often the log cleaner looks for compacted partitions to clean.",
+							"Kafka's log.cleaner.backoff.ms as a static broker config; a dynamic one (AlterConfigs) overrides it.",
+							&kafgres_log_cleaner_backoff,
+							15000, 1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

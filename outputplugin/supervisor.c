@@ -360,6 +360,8 @@ build_broker_command(void)
 								  kafgres_transaction_remove_expired_interval));
 	args = lappend(args, psprintf("--log-retention-check-interval=%dms",
 								  kafgres_log_retention_check_interval));
+	args = lappend(args, psprintf("--log-cleaner-backoff=%dms",
+								  kafgres_log_cleaner_backoff));
 	args = lappend(args, psprintf("--producer-id-expiration=%dms",
 								  kafgres_producer_id_expiration));
 	args = lappend(args, psprintf("--producer-id-expiration-check-interval=%dms",

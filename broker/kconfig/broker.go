@@ -132,9 +132,11 @@ func (bc *Configs) synonyms(name string, names []string, sensitive bool) []kmsg.
 
 // alterableBrokerKeys are the broker keys kafgres lets AlterConfigs set:
 // the broker synonyms of topic configs that Kafka reconfigures at runtime,
-// and the connection quotas (ConnectionLimits).
+// the connection quotas (ConnectionLimits), and the log cleaner's I/O rate
+// and backoff (CleanerSettings; read at every round of the cleaner).
 var alterableBrokerKeys = func() map[string]bool {
-	m := map[string]bool{"max.connections": true, "max.connections.per.ip": true}
+	m := map[string]bool{"max.connections": true, "max.connections.per.ip": true,
+		"log.cleaner.io.max.bytes.per.second": true, "log.cleaner.backoff.ms": true}
 	for _, k := range topicKeys {
 		if len(k.synonyms) > 0 {
 			if e := kafkaBrokerKeys[k.synonyms[0].name]; e != nil && !e.ReadOnly {
@@ -165,7 +167,7 @@ func brokerValidator(name string) validator {
 		return requirement(func(n int64) bool { return n >= 0 }, "log.roll.jitter.ms must be greater than or equal to 0")
 	case "log.cleanup.policy":
 		return cleanupPolicies(true)
-	case "max.connections", "max.connections.per.ip":
+	case "max.connections", "max.connections.per.ip", "log.cleaner.backoff.ms":
 		return atLeast(0)
 	}
 	for _, k := range topicKeys {
@@ -516,6 +518,37 @@ func DescribeClientMetrics(keys []string, documentation bool) []kmsg.DescribeCon
 
 // Broker loggers: kafgres has one logger, "root", whose level
 // IncrementalAlterConfigs changes until the broker restarts (Kafka's log4j
+
+// CleanerSettings are the log cleaner's broker configs as they stand
+// (dynamic, static, Kafka's defaults).
+type CleanerSettings struct {
+	Enable              bool    // log.cleaner.enable
+	IOMaxBytesPerSecond float64 // log.cleaner.io.max.bytes.per.second
+	BackoffMs           int64   // log.cleaner.backoff.ms
+	DedupeBufferSize    int64   // log.cleaner.dedupe.buffer.size
+	IOBufferLoadFactor  float64 // log.cleaner.io.buffer.load.factor
+}
+
+// CleanerSettings returns the current log cleaner settings; a value that
+// does not parse falls back to Kafka's default.
+func (bc *Configs) CleanerSettings() CleanerSettings {
+	num := func(name string, def float64) float64 {
+		v, _ := bc.resolve(name)
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			return def
+		}
+		return f
+	}
+	enable, _ := bc.resolve("log.cleaner.enable")
+	return CleanerSettings{
+		Enable:              enable != "false",
+		IOMaxBytesPerSecond: num("log.cleaner.io.max.bytes.per.second", math.MaxFloat64),
+		BackoffMs:           int64(num("log.cleaner.backoff.ms", 15000)),
+		DedupeBufferSize:    int64(num("log.cleaner.dedupe.buffer.size", 128<<20)),
+		IOBufferLoadFactor:  num("log.cleaner.io.buffer.load.factor", 0.9),
+	}
+}
 
 // ConnectionLimits are the current max.connections and
 // max.connections.per.ip (dynamic broker configs, else Kafka's defaults);

@@ -287,11 +287,32 @@ func TestDescribeBrokerStaticAndSensitive(t *testing.T) {
 	}
 }
 
+// TestCleanerSettings: the log cleaner's broker configs, Kafka's defaults
+// until set; the I/O rate and the backoff can be altered.
+func TestCleanerSettings(t *testing.T) {
+	bc := New(testStatic(), nil, nil)
+	if got, want := bc.CleanerSettings(), (CleanerSettings{Enable: true, IOMaxBytesPerSecond: math.MaxFloat64,
+		BackoffMs: 15000, DedupeBufferSize: 128 << 20, IOBufferLoadFactor: 0.9}); got != want {
+		t.Fatalf("defaults: %+v, want %+v", got, want)
+	}
+	bc = New(testStatic(), map[string]string{"log.cleaner.io.max.bytes.per.second": "1048576", "log.cleaner.backoff.ms": "100"}, nil)
+	if got := bc.CleanerSettings(); got.IOMaxBytesPerSecond != 1<<20 || got.BackoffMs != 100 {
+		t.Fatalf("dynamic: %+v", got)
+	}
+	for _, k := range []string{"log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms"} {
+		if !alterableBrokerKeys[k] {
+			t.Errorf("%s cannot be altered", k)
+		}
+	}
+}
+
 func TestTopicSettings(t *testing.T) {
 	if got, want := New(testStatic(), nil, nil).TopicSettings(nil), (TopicSettings{
 		RetentionMs: 604800000, RetentionBytes: -1, SegmentBytes: 1 << 30, SegmentMs: 604800000,
 		MaxMessageBytes: 1048588, CleanupPolicy: "delete",
 		TimestampBeforeMaxMs: math.MaxInt64, TimestampAfterMaxMs: 3600000,
+		DeleteRetentionMs: 86400000, MaxCompactionLagMs: math.MaxInt64,
+		MinCleanableDirtyRatio: 0.5, SegmentIndexBytes: 10 << 20,
 	}); got != want {
 		t.Fatalf("defaults: %+v, want %+v", got, want)
 	}
@@ -303,6 +324,8 @@ func TestTopicSettings(t *testing.T) {
 		RetentionMs: -1, RetentionBytes: 7, SegmentBytes: 2000000, SegmentMs: 1000,
 		MaxMessageBytes: 5000, LogAppendTime: true, CleanupPolicy: "compact,delete",
 		TimestampBeforeMaxMs: math.MaxInt64, TimestampAfterMaxMs: 3600000,
+		DeleteRetentionMs: 86400000, MaxCompactionLagMs: math.MaxInt64,
+		MinCleanableDirtyRatio: 0.5, SegmentIndexBytes: 10 << 20,
 	}); got != want {
 		t.Fatalf("overrides and dynamic: %+v, want %+v", got, want)
 	}

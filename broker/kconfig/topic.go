@@ -121,6 +121,11 @@ type TopicSettings struct {
 	// CleanupPolicy is "delete", "compact", "compact,delete", or "" for
 	// an empty policy list: keep everything (Kafka 4.x's meaning).
 	CleanupPolicy string
+	// Compaction: delete.retention.ms, min/max.compaction.lag.ms,
+	// min.cleanable.dirty.ratio, segment.index.bytes.
+	DeleteRetentionMs, MinCompactionLagMs, MaxCompactionLagMs int64
+	MinCleanableDirtyRatio                                    float64
+	SegmentIndexBytes                                         int64
 }
 
 // TopicSettings are the effective values for a topic with these overrides.
@@ -136,6 +141,12 @@ func (bc *Configs) TopicSettings(overrides map[string]string) TopicSettings {
 
 		TimestampBeforeMaxMs: v("message.timestamp.before.max.ms").num,
 		TimestampAfterMaxMs:  v("message.timestamp.after.max.ms").num,
+
+		DeleteRetentionMs:      v("delete.retention.ms").num,
+		MinCompactionLagMs:     v("min.compaction.lag.ms").num,
+		MaxCompactionLagMs:     v("max.compaction.lag.ms").num,
+		MinCleanableDirtyRatio: v("min.cleanable.dirty.ratio").f,
+		SegmentIndexBytes:      v("segment.index.bytes").num,
 	}
 	var compact, del bool
 	for _, p := range v("cleanup.policy").list {

@@ -163,6 +163,27 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 	return h, nil
 }
 
+// ValidateStoredBatch is ValidateBatch for a batch read back from the log,
+// as Kafka's recovery checks one (RecordBatch.ensureValid): the log cleaner
+// keeps a batch's offset range when it removes records, so a stored batch
+// may hold fewer records than its offsets span.
+func ValidateStoredBatch(b []byte) (BatchHeader, error) {
+	h, err := ParseBatchHeader(b)
+	if err != nil {
+		return BatchHeader{}, err
+	}
+	if int(h.Length) != len(b) {
+		return BatchHeader{}, fmt.Errorf("%w: header says %d bytes, got %d", ErrCorruptBatch, h.Length, len(b))
+	}
+	if crc := crc32.Checksum(b[offAttributes:], castagnoli); crc != h.CRC {
+		return BatchHeader{}, fmt.Errorf("%w: crc %08x, header says %08x", ErrCorruptBatch, crc, h.CRC)
+	}
+	if h.LastOffsetDelta < 0 || h.NumRecords < 0 || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1 {
+		return BatchHeader{}, fmt.Errorf("%w: %d records with last offset delta %d", ErrCorruptBatch, h.NumRecords, h.LastOffsetDelta)
+	}
+	return h, nil
+}
+
 // SetLogAppendTime marks a v2 batch as carrying LogAppendTime ts, as Kafka's
 // DefaultRecordBatch.setMaxTimestamp(LOG_APPEND_TIME, ts) does for topics
 // with message.timestamp.type=LogAppendTime: the timestamp-type attribute bit

@@ -62,6 +62,10 @@ type Options struct {
 	beforeBatchWrite func(base int64)     // runs before a batch's bytes are written
 	syncSourceIndex  func(*os.File) error // replaces the source index fsync and fdatasync
 
+	// cleanerStop is a test hook: Clean stops where it returns true
+	// ("cleaned", "swap", "deleted"), leaving the files as a crash would.
+	cleanerStop func(point string) bool
+
 	// sourceIndexMaxBytes is the size above which the source index is
 	// rewritten with only its tail; default defaultSourceIndexMaxBytes.
 	sourceIndexMaxBytes int64

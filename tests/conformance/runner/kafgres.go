@@ -116,9 +116,13 @@ func LoadKafgres(repo, dir string) (*Kafgres, error) {
 // timing (and could run out of their 30 s). Both look for timed-out
 // transactions every 500 ms (Kafka's default is 10 s), so that the
 // txn-timeout-abort scenario sees its transaction aborted within its
-// budget, at about the same time on both.
+// budget, at about the same time on both. Both log cleaners look for
+// dirty compacted partitions every 500 ms (Kafka's log.cleaner.backoff.ms
+// is 15 s), so that the compaction scenario sees its cleans well within
+// its budget.
 const gateConf = `kafgres.group_initial_rebalance_delay = 0
-kafgres.transaction_abort_timed_out_interval = 500`
+kafgres.transaction_abort_timed_out_interval = 500
+kafgres.log_cleaner_backoff = 500`
 
 // secureConf is what the secure pair's cluster adds: the reference's
 // listeners (pgcluster.sh waits for KafkaPort, the SASL_PLAINTEXT one),

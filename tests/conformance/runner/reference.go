@@ -182,6 +182,9 @@ func startReference(ctx context.Context, repo, cache, dir string, pki *PKI) (*Re
 	return r, nil
 }
 
+// serverProperties configure the reference broker like kafgres's gate
+// cluster (gateConf in kafgres.go): no initial rebalance delay, and
+// timed-out transactions and dirty compacted logs looked for every 500 ms.
 func (r *Reference) serverProperties() string {
 	if r.Secure {
 		return r.secureProperties()
@@ -203,6 +206,7 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 transaction.abort.timed.out.transaction.cleanup.interval.ms=500
+log.cleaner.backoff.ms=500
 `, r.Port, r.ControllerPort, filepath.Join(r.Dir, "data"))
 }
 
@@ -247,6 +251,7 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 transaction.abort.timed.out.transaction.cleanup.interval.ms=500
+log.cleaner.backoff.ms=500
 `, r.Port, r.ControllerPort, filepath.Join(r.Dir, "data"), r.SSLPort, r.pki.Keystore, plainUsers.String(), secureSuperUser)
 }
 

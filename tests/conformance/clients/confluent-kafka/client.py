@@ -889,6 +889,7 @@ SCENARIOS.update({
     "txn-timeout-abort": s_txn_timeout_abort,
     "txn-offsets": s_txn_offsets,
     "transactions-tool": lambda ctx: ctx.emit({"skip": "a kafka-transactions.sh scenario (java-tools)"}),
+    "compaction": lambda ctx: ctx.emit({"skip": "the brokers' log cleaners are compared, not clients: franz and java run it"}),
 })
 
 

@@ -232,6 +232,7 @@ var scenarios = map[string]func(context.Context, *runner) error{
 	"offset-out-of-range":        offsetOutOfRange,
 	"empty-topic":                emptyTopic,
 	"internal-topics":            internalTopicsScenario,
+	"compaction":                 compaction,
 }
 
 // apiVersions prints the broker's advertised API ranges.

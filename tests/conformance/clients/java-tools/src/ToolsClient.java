@@ -187,6 +187,7 @@ public final class ToolsClient {
                 emit(out, "skip", "per-request outcomes: the java client observes them through the same kafka-clients");
             case "kafka-acls" -> kafkaAcls(out);
             case "transactions-tool" -> transactionsTool(out);
+            case "compaction" -> emit(out, "skip", "the brokers' log cleaners are compared, not clients: franz and java run it");
             default -> emit(out, "skip", "no Kafka command-line tool observes this scenario");
         }
     }

@@ -195,6 +195,7 @@ public final class ConformanceClient {
             case "txn-timeout-abort" -> txnTimeoutAbort();
             case "txn-offsets" -> txnOffsets();
             case "transactions-tool" -> emit("skip", "a kafka-*.sh tool scenario (java-tools)");
+            case "compaction" -> compaction();
             default -> emit("skip", "scenario unknown to the java client");
         }
     }
@@ -1084,6 +1085,114 @@ public final class ConformanceClient {
             c.seekToBeginning(List.of(p0));
             emit("op", "position_from_beginning", "offset", c.position(p0, Duration.ofSeconds(15)));
         }
+    }
+
+    // ---- compaction (issue #15) ----
+    // The same keyed records go to a cleanup.policy=compact topic on both
+    // brokers, their log cleaners (which the runner has look for work every
+    // 500 ms) clean it, and what survives is read from offset 0. Segments
+    // roll by segment.ms, which both brokers measure from the segment's
+    // first batch, so sends 300 ms apart each start a segment and the
+    // surviving records do not depend on timing.
+
+    private static final long COMPACTION_STEP_MS = 300;
+
+    private void compaction() throws Exception {
+        String t = topic(0) + "-c";
+        try (Admin admin = admin()) {
+            admin.createTopics(List.of(new NewTopic(t, 1, (short) 1).configs(Map.of(
+                    "cleanup.policy", "compact",
+                    "segment.ms", "100",
+                    "min.cleanable.dirty.ratio", "0.01",
+                    "delete.retention.ms", "0",
+                    "min.compaction.lag.ms", "0")))).all().get(ADMIN_WAIT, TimeUnit.SECONDS);
+            awaitTopic(admin, t, 1);
+        }
+        TopicPartition tp = new TopicPartition(t, 0);
+        int produced = 0;
+        try (KafkaProducer<byte[], byte[]> prod = producer(new Properties());
+             KafkaConsumer<byte[], byte[]> c = consumer(new Properties())) {
+            String[][][] steps = {
+                {{"k0", "a0"}, {"k1", "b0"}, {"k2", "c0"}},
+                {{"k0", "a1"}, {"k1", "b1"}},
+                {{"k0", "a2"}, {"k2", "c1"}},
+                {{"k1", null}},
+            };
+            for (String[][] step : steps) {
+                sendStep(prod, t, step);
+                produced += step.length;
+            }
+            // A keyless record on a compacted topic: refused (INVALID_RECORD).
+            // Its own producer, so that the failed batch leaves the others alone.
+            try (KafkaProducer<byte[], byte[]> nk = producer(new Properties())) {
+                nk.send(new ProducerRecord<>(t, 0, null, bytes("no key"))).get(20, TimeUnit.SECONDS);
+                emit("op", "produce_null_key", "error", null);
+            } catch (ExecutionException e) {
+                emit("op", "produce_null_key", "error", errorName(e));
+            }
+            sendStep(prod, t, new String[][] {{"k2", "c2"}});
+            produced++;
+
+            c.assign(List.of(tp));
+            List<List<Object>> phase1 = awaitCleaned(c, tp, produced);
+            emitCompacted(c, tp, 1, phase1);
+
+            // The second clean removes the tombstone: the first one gave it a
+            // delete horizon of that clean's time plus delete.retention.ms (0).
+            sendStep(prod, t, new String[][] {{"k0", "a3"}});
+            sendStep(prod, t, new String[][] {{"k2", "c3"}});
+            emitCompacted(c, tp, 2, awaitCleaned(c, tp, phase1.size() + 2));
+        }
+    }
+
+    private static void sendStep(KafkaProducer<byte[], byte[]> prod, String t, String[][] recs) throws Exception {
+        Thread.sleep(COMPACTION_STEP_MS);
+        for (String[] kv : recs) {
+            prod.send(new ProducerRecord<>(t, 0, bytes(kv[0]), kv[1] == null ? null : bytes(kv[1])));
+        }
+        prod.flush();
+    }
+
+    // Reads the log from offset 0 until a clean shows (fewer than before
+    // records) and nothing changed for 2 s (four rounds of the cleaner),
+    // or 12 s passed; returns the last read as [offset, key, value] lists.
+    private static List<List<Object>> awaitCleaned(KafkaConsumer<byte[], byte[]> c, TopicPartition tp, int before) throws Exception {
+        long deadline = System.currentTimeMillis() + 12000;
+        List<List<Object>> last = null;
+        long since = 0;
+        while (true) {
+            List<List<Object>> recs = readCompacted(c, tp);
+            long now = System.currentTimeMillis();
+            if (last == null || !recs.equals(last)) {
+                last = recs;
+                since = now;
+            } else if (recs.size() < before && now - since >= 2000) {
+                return recs;
+            }
+            if (now > deadline) return last;
+            Thread.sleep(250);
+        }
+    }
+
+    // every record from offset 0 to the high watermark
+    private static List<List<Object>> readCompacted(KafkaConsumer<byte[], byte[]> c, TopicPartition tp) {
+        long end = c.endOffsets(List.of(tp), Duration.ofSeconds(10)).get(tp);
+        c.seek(tp, 0);
+        List<List<Object>> out = new ArrayList<>();
+        long deadline = System.currentTimeMillis() + 10000;
+        while (c.position(tp, Duration.ofSeconds(10)) < end) {
+            if (System.currentTimeMillis() > deadline) throw new TimeoutException("reading " + tp + " up to offset " + end);
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                out.add(Arrays.asList(r.offset(), show(r.key()), show(r.value())));
+            }
+        }
+        return out;
+    }
+
+    private void emitCompacted(KafkaConsumer<byte[], byte[]> c, TopicPartition tp, int phase, List<List<Object>> recs) {
+        for (List<Object> r : recs) emit("phase", phase, "offset", r.get(0), "key", r.get(1), "value", r.get(2));
+        emit("phase", phase, "query", "earliest", "offset", c.beginningOffsets(List.of(tp), Duration.ofSeconds(10)).get(tp));
+        emit("phase", phase, "query", "latest", "offset", c.endOffsets(List.of(tp), Duration.ofSeconds(10)).get(tp));
     }
 
     // sizes are exact: three records with fixed timestamps, one batch each
