@@ -26,7 +26,7 @@ import (
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
 // tables this broker reads and writes.
-const SchemaVersion = "0.6.0"
+const SchemaVersion = "0.7.0"
 
 // Broker is one running kafgres broker.
 type Broker struct {
@@ -215,6 +215,12 @@ func (b *Broker) Serve(ctx context.Context, lns ...net.Listener) error {
 	run(func(ctx context.Context) { b.authz.follow(ctx, b.meta) })
 	run(b.retain)
 	run(b.cleanLogs)
+	if b.cfg.SegmentArchiveCommand != "" {
+		run(b.archive)
+	} else {
+		// No row may outlive archiving being turned off.
+		run(func(ctx context.Context) { _ = b.meta.ClearArchiveStatus(ctx) })
+	}
 	run(func(ctx context.Context) { every(ctx, b.cfg.ProducerIDExpirationCheckInterval, b.expireProducers) })
 	run(b.sessions.watchRoles)
 	run(func(ctx context.Context) {

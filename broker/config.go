@@ -55,6 +55,16 @@ type Config struct {
 	// (AlterConfigs) overrides it, as in Kafka.
 	CleanerBackoff time.Duration
 
+	// SegmentArchiveCommand is kafgres.segment_archive_command: run through
+	// /bin/sh for every file of every sealed segment, as Postgres runs
+	// archive_command (broker/archiver.go). Empty: no archiving, and
+	// nothing waits for an archive before reclaiming segments.
+	SegmentArchiveCommand string
+	// ArchiveInterval is how often the archiver looks for sealed segments
+	// when nothing woke it; zero: 1 s. ArchiveRetryMin and ArchiveRetryMax
+	// bound the wait after a failed command (zero: 1 s and 1 min).
+	ArchiveInterval, ArchiveRetryMin, ArchiveRetryMax time.Duration
+
 	// Consumer groups. GroupInitialRebalanceDelay is
 	// group.initial.rebalance.delay.ms: zero means Kafka's default (3 s),
 	// a negative value no delay.

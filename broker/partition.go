@@ -75,6 +75,7 @@ func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoc
 		Fsync:        b.cfg.Fsync,
 		Logger:       b.log.With("topic", t.name, "partition", index),
 		Decompress:   b.decompressStored,
+		Archive:      b.cfg.SegmentArchiveCommand != "",
 	}
 	// The marker says the directory is t's, so a different topic id in
 	// partition.metadata is damage, not a leftover: an error, nothing

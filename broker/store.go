@@ -25,6 +25,7 @@ type metadataStore interface {
 	// The log-end mirror: SQL's view of the log, written behind it.
 	MirrorDelivered(ctx context.Context, lsn uint64) error
 	MirrorLogEnds(ctx context.Context, ends []metadata.LogEnd) error
+	archiveStore
 	// RoleCredentials reads the Postgres roles SASL clients log in as
 	// (kafgres.role_credential): verifier, LOGIN, VALID UNTIL and
 	// membership in clientRole ("" for none). A role that does not exist

@@ -50,6 +50,7 @@ bool		kafgres_fsync = true;
 int			kafgres_max_message_bytes = 1048588;
 int			kafgres_log_retention_check_interval = 300000;
 int			kafgres_log_cleaner_backoff = 15000;
+char	   *kafgres_segment_archive_command = NULL;
 int			kafgres_producer_id_expiration = 86400000;
 int			kafgres_producer_id_expiration_check_interval = 600000;
 int			kafgres_mapping_render_timeout = 5000;
@@ -339,6 +340,16 @@ _PG_init(void)
 							15000, 1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("kafgres.segment_archive_command",
+							   "Shell command that archives a sealed log segment file.",
+							   "As archive_command: %p is the file's path, %f a name unique across "
+							   "partitions (<topic>-<partition>-<file>), %% a percent sign; exit status 0 "
+							   "means archived. Empty: no archiving.",
+							   &kafgres_segment_archive_command,
+							   "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kafgres.producer_id_expiration",
 							"How long a partition remembers an idle idempotent producer that has no open transaction.",

@@ -29,6 +29,7 @@ type Memory struct {
 	quotas     map[string]Quota // by entity and key
 	producerID int64
 	logEnds    map[TopicPartition]LogEnd
+	archive    map[TopicPartition]ArchiveStatus // ReportArchiveStatus
 	acls       []acl.Binding
 	superRoles []string
 	txn        *memoryTxns // memory_transactions.go

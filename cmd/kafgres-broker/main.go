@@ -30,6 +30,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "restore" {
+		if err := restore(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "kafgres-broker restore:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "kafgres-broker:", err)
 		os.Exit(1)
@@ -67,6 +74,7 @@ func run() error {
 	flag.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", 7*24*time.Hour, "how long a transactional id without a transaction in progress is kept (Kafka's transactional.id.expiration.ms)")
 	flag.DurationVar(&cfg.TransactionAbortInterval, "transaction-abort-timed-out-interval", 10*time.Second, "how often transactions past their timeout are aborted (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms)")
 	flag.DurationVar(&cfg.TransactionRemoveExpiredInterval, "transaction-remove-expired-interval", time.Hour, "how often expired transactional ids are forgotten (Kafka's transaction.remove.expired.transaction.cleanup.interval.ms)")
+	flag.StringVar(&cfg.SegmentArchiveCommand, "segment-archive-command", "", "shell command archiving each sealed segment file, as Postgres's archive_command: %p path, %f <topic>-<partition>-<file name>, %% a percent sign; empty: no archiving")
 	flag.DurationVar(&cfg.CleanerBackoff, "log-cleaner-backoff", 15*time.Second, "how often the log cleaner looks for compacted partitions to clean (Kafka's log.cleaner.backoff.ms, static; a dynamic value overrides it)")
 	flag.DurationVar(&cfg.RetentionCheckInterval, "log-retention-check-interval", 5*time.Minute, "how often segments past their topic's retention are deleted (Kafka's log.retention.check.interval.ms)")
 	flag.Func("socket-request-max-bytes", "largest request frame accepted, in bytes (Kafka's socket.request.max.bytes; default 104857600)", func(v string) error {

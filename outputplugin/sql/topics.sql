@@ -76,3 +76,14 @@ SELECT n, kafgres.topic_is_internal(n)
 SELECT kafgres_create_topic('__consumer_offsets', 2) > 0 AS created;
 SELECT name, partitions, internal FROM kafgres.topics WHERE name = '__consumer_offsets';
 SELECT kafgres_drop_topic('__consumer_offsets');
+
+-- segment archiving: no broker runs here, so nothing is reported; a row
+-- the broker wrote is shown with its topic's name, and goes with the topic
+SELECT * FROM kafgres_archive_status();
+SELECT kafgres_create_topic('archived', 1) > 0 AS created;
+INSERT INTO kafgres.archive_status (topic_id, partition, archived_offset, last_archived_segment, backlog_segments)
+SELECT topic_id, 0, 3000, 'archived-0-00000000000000002000.log', 2 FROM kafgres.topic WHERE name = 'archived';
+SELECT topic, partition, archived_offset, last_archived_segment, failed_count, backlog_segments
+  FROM kafgres_archive_status();
+SELECT kafgres_drop_topic('archived');
+SELECT count(*) FROM kafgres.archive_status;

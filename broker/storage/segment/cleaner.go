@@ -176,7 +176,9 @@ func (l *Log) Cleanable(checkpoint, lso int64, now time.Time, minLagMs, maxLagMs
 	}
 	nowMs := now.UnixMilli()
 	active := l.active().base
-	c.FirstUncleanable = min(active, lso)
+	// A segment the archive has not taken is not cleaned: the archive gets
+	// every segment as it was sealed (archive.go).
+	c.FirstUncleanable = min(active, lso, l.reclaimLimit())
 	sealed := l.segs[:len(l.segs)-1]
 	if minLagMs > 0 {
 		for _, s := range sealed {
@@ -426,7 +428,9 @@ func (l *Log) Clean(o CleanOptions) (CleanStats, error) {
 	defer l.release(views)
 	c := &cleaner{l: l, o: o, now: o.Now.UnixMilli(), m: offsetMap{m: map[[md5.Size]byte]int64{}, latest: -1, max: o.MaxKeys}}
 	activeBase := views[len(views)-1].seg.base
-	c.upper = min(o.UpperBound, activeBase)
+	l.mu.RLock()
+	c.upper = min(o.UpperBound, activeBase, l.reclaimLimit())
+	l.mu.RUnlock()
 	firstDirty := o.FirstDirty
 	if firstDirty < start || firstDirty > end {
 		firstDirty = start

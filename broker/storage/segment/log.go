@@ -39,6 +39,10 @@ type Options struct {
 	Fsync              bool         // if false, Sync only advances the durable offset without fsync
 	Logger             *slog.Logger // may be nil
 
+	// Archive: the segments are archived (kafgres.segment_archive_command):
+	// none is deleted or cleaned before MarkArchived passes it (archive.go).
+	Archive bool
+
 	// Decompress opens the compressed record section in of a batch and
 	// calls fn with a reader of the plain records, which fn reads as a
 	// stream (a decompressed batch is never held whole). It is only needed
@@ -100,6 +104,8 @@ type Log struct {
 	err       error // sticky: after a failed write or fsync the files are suspect
 
 	src sourceIndex // under mu
+
+	archived int64 // under mu: end of the last archived segment (archive.go)
 
 	zeros []byte // written ahead of the active segment's batches; under mu, never modified
 }

@@ -131,7 +131,7 @@ func (l *Log) usable() error {
 // ErrOffsetOutOfRange (Kafka's limit is the high watermark, which callers
 // enforce). The new start is durable (fsynced when Options.Fsync is set)
 // before it is visible to readers and before the segments wholly below it
-// are deleted. An error after the checkpoint was written (closing, or
+// are deleted (with Options.Archive, once archived: see MarkArchived). An error after the checkpoint was written (closing, or
 // failing to roll or to remove files) leaves the start advanced.
 func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 	l.startMu.Lock()
@@ -186,8 +186,11 @@ func (l *Log) advanceStart(start int64) (deleted int, err error) {
 // offset out of the log and returns them; the active segment stays. Callers
 // hold mu.
 func (l *Log) detachBelowStart() []*segment {
+	// Segments the archive has not taken stay, below the start or not
+	// (archive.go): MarkArchived detaches them once it has.
+	limit := min(l.start, l.reclaimLimit())
 	n := 0
-	for n < len(l.segs)-1 && l.segs[n+1].base <= l.start {
+	for n < len(l.segs)-1 && l.segs[n+1].base <= limit {
 		n++
 	}
 	if n == 0 {
@@ -287,7 +290,9 @@ func (l *Log) retentionBreached(r Retention, now time.Time) (int, error) {
 		if i+1 < len(l.segs) {
 			end = l.segs[i+1].base
 		}
-		return end <= l.durable && !(i == len(l.segs)-1 && l.segs[i].st.size == 0)
+		// With archiving, a segment the archive has not taken is kept too:
+		// reclamation stops, as WAL recycling does while archiving fails.
+		return end <= l.durable && end <= l.reclaimLimit() && !(i == len(l.segs)-1 && l.segs[i].st.size == 0)
 	}
 	n := 0
 	if r.Bytes >= 0 {

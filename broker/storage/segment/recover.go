@@ -50,6 +50,9 @@ func Open(opts Options) (*Log, error) {
 	if err == nil {
 		l.end = l.active().st.end
 		l.durable = l.end
+		err = l.loadArchiveProgress()
+	}
+	if err == nil {
 		err = l.trimToStart()
 	}
 	if err == nil {
@@ -128,7 +131,7 @@ func (l *Log) recover() error {
 	var indexes []string
 	for _, e := range entries {
 		name := e.Name()
-		if name == metadataTmp || name == startCheckpointTmp || name == epochCheckpointTmp ||
+		if name == metadataTmp || name == startCheckpointTmp || name == archiveProgressTmp || name == epochCheckpointTmp ||
 			strings.HasSuffix(name, extProducerSnapshot+tempSuffix) {
 			// Left by a crash while writing; the real file is intact or absent.
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
