@@ -60,7 +60,7 @@ type cleanCandidate struct {
 
 // runCleaner cleans every partition due, dirtiest first.
 func (b *Broker) runCleaner(ctx context.Context, now time.Time, cs kconfig.CleanerSettings, t *throttler) int {
-	var todo []cleanCandidate
+	var due []cleanCandidate
 	for _, tp := range b.catalog.topics() {
 		s := b.topicSettings(tp)
 		if !strings.Contains(s.CleanupPolicy, "compact") {
@@ -75,13 +75,13 @@ func (b *Broker) runCleaner(ctx context.Context, now time.Time, cs kconfig.Clean
 				continue
 			}
 			if (c.MaxCompactionDelayMs > 0 && c.CleanableBytes > 0) || c.Ratio() > s.MinCleanableDirtyRatio {
-				todo = append(todo, cleanCandidate{t: tp, p: p, s: s, c: c})
+				due = append(due, cleanCandidate{t: tp, p: p, s: s, c: c})
 			}
 		}
 	}
-	sort.SliceStable(todo, func(i, j int) bool { return todo[i].c.Ratio() > todo[j].c.Ratio() })
+	sort.SliceStable(due, func(i, j int) bool { return due[i].c.Ratio() > due[j].c.Ratio() })
 	cleaned := 0
-	for _, c := range todo {
+	for _, c := range due {
 		if ctx.Err() != nil {
 			break
 		}

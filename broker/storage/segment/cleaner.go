@@ -461,13 +461,13 @@ func (l *Log) Clean(o CleanOptions) (CleanStats, error) {
 
 	c.txns = newCleanTxns(aborted)
 	c.txns.keepIndex = true
-	var todo []segView
+	var toClean []segView
 	for _, v := range sealed {
 		if v.seg.base < endOffset {
-			todo = append(todo, v)
+			toClean = append(toClean, v)
 		}
 	}
-	for _, g := range c.groups(todo, views) {
+	for _, g := range c.groups(toClean, views) {
 		if err := c.cleanGroup(g.segs, g.next); err != nil {
 			if errors.Is(err, errCleanerCrash) || errors.Is(err, ErrCleanAborted) {
 				return c.stats, err
@@ -630,7 +630,7 @@ type cleanGroup struct {
 // groups is Kafka's groupSegmentsBySize: consecutive segments whose log
 // bytes stay within MaxGroupBytes and index bytes within MaxIndexBytes,
 // and whose offsets fit the 32-bit relative offsets of one segment.
-func (c *cleaner) groups(todo, all []segView) []cleanGroup {
+func (c *cleaner) groups(toClean, all []segView) []cleanGroup {
 	nextBase := func(v segView) int64 {
 		for i := range all {
 			if all[i].seg == v.seg && i+1 < len(all) {
@@ -640,14 +640,14 @@ func (c *cleaner) groups(todo, all []segView) []cleanGroup {
 		return c.upper
 	}
 	var out []cleanGroup
-	for len(todo) > 0 {
-		g := []segView{todo[0]}
-		logBytes := todo[0].size
-		idxBytes := int64(todo[0].idxN * offsetEntrySize)
-		tidxBytes := int64(todo[0].tidxN * timeEntrySize)
-		todo = todo[1:]
-		for len(todo) > 0 {
-			s := todo[0]
+	for len(toClean) > 0 {
+		g := []segView{toClean[0]}
+		logBytes := toClean[0].size
+		idxBytes := int64(toClean[0].idxN * offsetEntrySize)
+		tidxBytes := int64(toClean[0].tidxN * timeEntrySize)
+		toClean = toClean[1:]
+		for len(toClean) > 0 {
+			s := toClean[0]
 			last := nextBase(s) - 1
 			if logBytes+s.size > c.o.MaxGroupBytes ||
 				idxBytes+int64(s.idxN*offsetEntrySize) > c.o.MaxIndexBytes ||
@@ -659,7 +659,7 @@ func (c *cleaner) groups(todo, all []segView) []cleanGroup {
 			logBytes += s.size
 			idxBytes += int64(s.idxN * offsetEntrySize)
 			tidxBytes += int64(s.tidxN * timeEntrySize)
-			todo = todo[1:]
+			toClean = toClean[1:]
 		}
 		out = append(out, cleanGroup{segs: g, next: nextBase(g[len(g)-1])})
 	}
