@@ -78,47 +78,16 @@ func TestCompactionFranzGo(t *testing.T) {
 	}
 	end := int64(keys * versions)
 
-	// read consumes the whole partition from the start.
-	read := func() (map[string][]int64, int, error) {
-		consumer, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.ConsumeTopics(topic),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-		if err != nil {
-			return nil, 0, err
-		}
-		defer consumer.Close()
-		got := map[string][]int64{}
-		n, next := 0, int64(0)
-		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
-		defer rcancel()
-		for next < end {
-			fs := consumer.PollFetches(rctx)
-			if err := fs.Err(); err != nil {
-				return nil, 0, err
-			}
-			var bad error
-			fs.EachRecord(func(r *kgo.Record) {
-				if want, ok := acked[r.Offset]; !ok || !bytes.Equal(want, r.Value) {
-					bad = fmt.Errorf("record at %d is not the one acknowledged there", r.Offset)
-				}
-				got[string(r.Key)] = append(got[string(r.Key)], r.Offset)
-				n++
-				next = r.Offset + 1
-			})
-			if bad != nil {
-				return nil, 0, bad
-			}
-		}
-		return got, n, nil
-	}
+	read := func() (map[string]int64, int, error) { return readCompacted(ctx, c.Addr, topic, end, acked) }
 
 	harness.Eventually(t, 90*time.Second, func() error {
-		got, n, err := read()
+		last, n, err := read()
 		if err != nil {
 			return err
 		}
 		for k, off := range latest {
-			if o := got[k]; len(o) == 0 || o[len(o)-1] != off {
-				return fmt.Errorf("%s: offsets %v, want last %d", k, o, off)
+			if got, ok := last[k]; !ok || got != off {
+				return fmt.Errorf("%s: last read at %d (found: %v), want %d", k, got, ok, off)
 			}
 		}
 		// What is left uncleaned is the active segment (under 1 MiB:
@@ -261,40 +230,7 @@ func TestCompactionKillDuringClean(t *testing.T) {
 		}
 	}
 	setRate("1073741824")
-	read := func() (map[string]int64, int, error) {
-		consumer, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.ConsumeTopics(topic),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-		if err != nil {
-			return nil, 0, err
-		}
-		defer consumer.Close()
-		last := map[string]int64{}
-		n, next := 0, int64(0)
-		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
-		defer rcancel()
-		for next < end {
-			fs := consumer.PollFetches(rctx)
-			if err := fs.Err(); err != nil {
-				return nil, 0, err
-			}
-			var bad error
-			fs.EachRecord(func(r *kgo.Record) {
-				switch want, ok := acked[r.Offset]; {
-				case r.Offset < next:
-					bad = fmt.Errorf("offset %d read after %d", r.Offset, next-1)
-				case !ok || !bytes.Equal(want, r.Value):
-					bad = fmt.Errorf("record at %d is not the one acknowledged there", r.Offset)
-				}
-				last[string(r.Key)] = r.Offset
-				n++
-				next = r.Offset + 1
-			})
-			if bad != nil {
-				return nil, 0, bad
-			}
-		}
-		return last, n, nil
-	}
+	read := func() (map[string]int64, int, error) { return readCompacted(ctx, c.Addr, topic, end, acked) }
 	harness.Eventually(t, 90*time.Second, func() error {
 		last, n, err := read()
 		if err != nil {
@@ -354,4 +290,43 @@ func TestCompactionKillDuringClean(t *testing.T) {
 	if finished < 2 {
 		t.Errorf("the restarts discarded or completed %d cleaned segments, want one each (2)", finished)
 	}
+}
+
+// readCompacted consumes topic's partition from the start up to end and
+// checks each record against the value acknowledged at its offset, and
+// that offsets only go up; it returns the offset each key was last read
+// at and how many records were read.
+func readCompacted(ctx context.Context, addr, topic string, end int64, acked map[int64][]byte) (map[string]int64, int, error) {
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer consumer.Close()
+	last := map[string]int64{}
+	n, next := 0, int64(0)
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	for next < end {
+		fs := consumer.PollFetches(rctx)
+		if err := fs.Err(); err != nil {
+			return nil, 0, err
+		}
+		var bad error
+		fs.EachRecord(func(r *kgo.Record) {
+			switch want, ok := acked[r.Offset]; {
+			case r.Offset < next:
+				bad = fmt.Errorf("offset %d read after %d", r.Offset, next-1)
+			case !ok || !bytes.Equal(want, r.Value):
+				bad = fmt.Errorf("record at %d is not the one acknowledged there", r.Offset)
+			}
+			last[string(r.Key)] = r.Offset
+			n++
+			next = r.Offset + 1
+		})
+		if bad != nil {
+			return nil, 0, bad
+		}
+	}
+	return last, n, nil
 }
