@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // segmentBases lists the base offsets of the .log files in dir.
@@ -722,7 +724,7 @@ func TestOpenAppliesCheckpoint(t *testing.T) {
 		opts, _ := setup(t)
 		bases := segmentBases(t, opts.Dir)
 		for _, b := range bases[:2] {
-			if err := removeSegmentFiles(opts.Dir, b); err != nil {
+			if err := removeSegmentFiles(vfs.OS, opts.Dir, b); err != nil {
 				t.Fatal(err)
 			}
 		}
