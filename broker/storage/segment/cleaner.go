@@ -868,17 +868,18 @@ type cleanedFiles struct {
 
 func createCleaned(fsys vfs.FS, dir string, base int64) (*cleanedFiles, error) {
 	cf := &cleanedFiles{fsys: fsys, dir: dir, base: base, seg: newSegment(base)}
-	files := []*vfs.File{&cf.seg.log, &cf.seg.idx, &cf.seg.tidx, &cf.seg.txn}
-	for i, ext := range segmentExts {
-		path := segmentPath(dir, base, ext) + cleanedSuffix
-		_ = fsys.Remove(path) // left by an earlier clean that failed
-		f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			cf.remove()
-			return nil, fmt.Errorf("create cleaned segment: %w", err)
-		}
-		*files[i] = f
+	for _, ext := range segmentExts {
+		_ = fsys.Remove(segmentPath(dir, base, ext) + cleanedSuffix) // left by an earlier clean that failed
 	}
+	const create = os.O_RDWR | os.O_CREATE | os.O_EXCL
+	f, err := fsys.OpenFile(segmentPath(dir, base, extLog)+cleanedSuffix, create, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create cleaned segment: %w", err)
+	}
+	cf.seg.log = f
+	cf.seg.idx = newLazyFile(fsys, segmentPath(dir, base, extIndex)+cleanedSuffix, create)
+	cf.seg.tidx = newLazyFile(fsys, segmentPath(dir, base, extTimeIndex)+cleanedSuffix, create)
+	cf.seg.txn = newLazyFile(fsys, segmentPath(dir, base, extTxnIndex)+cleanedSuffix, create)
 	return cf, nil
 }
 
@@ -1024,6 +1025,10 @@ func (l *Log) swapIn(g []segView, base int64, st segState) (swapped bool, err er
 	if !intact {
 		return false, nil
 	}
+	// The group's names go now: the first segment's to the cleaned one.
+	for _, v := range g {
+		v.seg.pinIndexes()
+	}
 	for _, v := range g[1:] {
 		if err := removeSegmentFiles(fsys, l.opts.Dir, v.seg.base); err != nil {
 			return false, err
@@ -1082,6 +1087,7 @@ func openCleaned(fsys vfs.FS, dir string, base int64, st segState) (*segment, er
 	}
 	st.idxMem, st.tidxMem, st.sealed = nil, nil, true
 	s.st = st
+	s.releaseIndexes()
 	return s, nil
 }
 

@@ -116,9 +116,9 @@ type Log struct {
 type segment struct {
 	base int64
 	log  vfs.File
-	idx  vfs.File
-	tidx vfs.File
-	txn  vfs.File // transaction index, written through (txnindex.go)
+	idx  *lazyFile
+	tidx *lazyFile
+	txn  *lazyFile // transaction index, written through (txnindex.go)
 
 	// refs is one for the Log while the segment is in Log.segs plus one per
 	// reader (or Sync) using its files without holding Log.mu. Deleting the
@@ -220,7 +220,7 @@ var segmentExts = []string{extLog, extIndex, extTimeIndex, extTxnIndex}
 // writeIndexes replaces the index files of s with the in-memory entries of st.
 func (s *segment) writeIndexes(st *segState) error {
 	for _, f := range []struct {
-		f   vfs.File
+		f   *lazyFile
 		mem []byte
 	}{{s.idx, st.idxMem}, {s.tidx, st.tidxMem}} {
 		if _, err := f.f.WriteAt(f.mem, 0); err != nil {
@@ -247,6 +247,22 @@ func (s *segment) cutZeros() error {
 	return nil
 }
 
+// releaseIndexes closes the index files until they are next used: a
+// sealed segment's are only read by lookups into it.
+func (s *segment) releaseIndexes() {
+	for _, f := range []*lazyFile{s.idx, s.tidx, s.txn} {
+		_ = f.release() // a close error loses nothing: the files were synced or are rebuilt
+	}
+}
+
+// pinIndexes keeps the index files open until the segment's last reader
+// is done: their names are about to go (see lazyFile.pin).
+func (s *segment) pinIndexes() {
+	for _, f := range []*lazyFile{s.idx, s.tidx, s.txn} {
+		_ = f.pin() // readers then fail with ErrClosed rather than read another file
+	}
+}
+
 func (s *segment) syncAll() error {
 	for _, f := range []vfs.File{s.log, s.idx, s.tidx, s.txn} {
 		if err := f.Sync(); err != nil {
@@ -258,7 +274,12 @@ func (s *segment) syncAll() error {
 
 func (s *segment) close() error {
 	var errs []error
-	for _, f := range []vfs.File{s.log, s.idx, s.tidx, s.txn} {
+	if s.log != nil {
+		if err := s.log.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", s.log.Name(), err))
+		}
+	}
+	for _, f := range []*lazyFile{s.idx, s.tidx, s.txn} {
 		if f != nil {
 			if err := f.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", f.Name(), err))
@@ -277,11 +298,16 @@ func createSegment(fsys vfs.FS, dir string, base int64) (*segment, error) {
 	if s.log, err = fsys.OpenFile(segmentPath(dir, base, extLog), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	if s.idx, err = fsys.OpenFile(segmentPath(dir, base, extIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
-		s.tidx, err = fsys.OpenFile(segmentPath(dir, base, extTimeIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	}
-	if err == nil {
-		s.txn, err = fsys.OpenFile(segmentPath(dir, base, extTxnIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	// The indexes are created (empty, as Kafka's layout has them) and
+	// closed: the active segment's are in memory until the roll.
+	const create = os.O_RDWR | os.O_CREATE | os.O_TRUNC
+	s.idx = newLazyFile(fsys, segmentPath(dir, base, extIndex), create)
+	s.tidx = newLazyFile(fsys, segmentPath(dir, base, extTimeIndex), create)
+	s.txn = newLazyFile(fsys, segmentPath(dir, base, extTxnIndex), create)
+	for _, f := range []*lazyFile{s.idx, s.tidx, s.txn} {
+		if err = f.ensure(); err != nil {
+			break
+		}
 	}
 	if err != nil {
 		_ = s.close()
@@ -290,6 +316,7 @@ func createSegment(fsys vfs.FS, dir string, base int64) (*segment, error) {
 		}
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
+	s.releaseIndexes()
 	return s, nil
 }
 
@@ -456,12 +483,16 @@ func (l *Log) roll() error {
 	if err := seg.writeIndexes(&st); err != nil {
 		return fmt.Errorf("roll: %w", err)
 	}
+	if err := seg.txn.ensure(); err != nil {
+		return fmt.Errorf("roll: %w", err)
+	}
 	if l.opts.Fsync {
 		if err := seg.syncAll(); err != nil {
 			l.err = err
 			return fmt.Errorf("roll: %w", err)
 		}
 	}
+	seg.releaseIndexes()
 	next, err := createSegment(fsys, l.opts.Dir, l.end)
 	if err != nil {
 		return fmt.Errorf("roll: %w", err)

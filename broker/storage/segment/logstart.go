@@ -211,6 +211,7 @@ func (l *Log) removeSegments(doomed []*segment) error {
 	fsys := l.opts.FS
 	var errs []error
 	for _, s := range doomed {
+		s.pinIndexes()
 		if err := removeSegmentFiles(fsys, l.opts.Dir, s.base); err != nil {
 			errs = append(errs, err)
 		}

@@ -242,13 +242,10 @@ func (l *Log) recover() error {
 // openIndexes opens the index files of s, creating the missing ones;
 // txnExisted says whether the transaction index was there.
 func openIndexes(fsys vfs.FS, s *segment) (txnExisted bool, err error) {
-	if s.idx, err = fsys.OpenFile(segmentPath(filepath.Dir(s.log.Name()), s.base, extIndex), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return false, fmt.Errorf("open index: %w", err)
-	}
-	if s.tidx, err = fsys.OpenFile(segmentPath(filepath.Dir(s.log.Name()), s.base, extTimeIndex), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return false, fmt.Errorf("open time index: %w", err)
-	}
-	return openTxnIndex(fsys, s, filepath.Dir(s.log.Name()))
+	dir := filepath.Dir(s.log.Name())
+	s.idx = newLazyFile(fsys, segmentPath(dir, s.base, extIndex), os.O_RDWR|os.O_CREATE)
+	s.tidx = newLazyFile(fsys, segmentPath(dir, s.base, extTimeIndex), os.O_RDWR|os.O_CREATE)
+	return openTxnIndex(fsys, s, dir)
 }
 
 // openSealed opens a segment that is not the last one. Its data was fsynced
@@ -297,6 +294,7 @@ func (l *Log) openSealed(base, size, nextBase int64) (s *segment, rebuilt bool, 
 	}
 	st.idxMem, st.tidxMem, st.sealed = nil, nil, true
 	s.st = st
+	s.releaseIndexes()
 	return s, rebuilt, nil
 }
 
@@ -473,5 +471,6 @@ func (l *Log) recoverActive(base, size int64) (*segment, error) {
 		return s, err
 	}
 	s.st = st
+	s.releaseIndexes() // in memory until the roll; the txn index reopens at its next marker
 	return s, nil
 }
