@@ -11,7 +11,7 @@
 #                 tests, then the tests module's (tests/go.mod: integration,
 #                 conformance runner, harness; they start their own clusters)
 #   make fuzz     run every Go fuzz target briefly (FUZZTIME, default 15s each; CI does)
-#   make bench    benchmarks and the memory-bound check (tests/bench; numbers in docs/)
+#   make bench    benchmarks, the memory-bound check and 5,000 power cuts (numbers in docs/)
 #   make soak     every fuzz target for 10^7 executions (counts in docs/security.md)
 #   make conformance  run every conformance client against kafgres and a reference
 #                 Kafka 4.4.0 and diff (docs/conformance.md); CLIENTS=a,b SCENARIOS=x,y narrow it
@@ -102,6 +102,7 @@ soak: deps
 bench: deps build install
 	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(Produce|Consume|MemoryBound|SQLProduceLatency)$$' -benchtime 200000x ./bench
 	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(PgbenchWithProduce|CDC)$$' -benchtime 1x ./bench
+	KAFGRES_POWERLOSS_CUTS=5000 go test -count=1 -timeout 30m -run '^TestPowerLoss$$' -v ./broker/storage/segment
 
 conformance: deps build install
 	@for t in java javac mvn; do command -v $$t >/dev/null || { echo "conformance needs $$t (Java 17 and Maven)"; exit 1; }; done

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // Topic is what the data directory needs to know of a topic the catalog
@@ -47,7 +47,7 @@ const (
 // claim is the verdict on dir, the directory of partition index of the
 // topic named as want, the catalog's topic of that name (nil if none). m
 // and marked are the directory's marker.
-func claim(dir string, want *Topic, index int, m Marker, marked bool) (dirVerdict, string) {
+func claim(fsys vfs.FS, dir string, want *Topic, index int, m Marker, marked bool) (dirVerdict, string) {
 	switch {
 	case marked && want != nil && m.TopicID == want.ID && m.UUID == want.UUID:
 		if index < want.Partitions {
@@ -60,14 +60,14 @@ func claim(dir string, want *Topic, index int, m Marker, marked bool) (dirVerdic
 	case want == nil:
 		return dirLeave, ""
 	}
-	if u, ok := legacyTopicUUID(dir); ok && u == want.UUID {
+	if u, ok := legacyTopicUUID(fsys, dir); ok && u == want.UUID {
 		if index < want.Partitions {
 			return dirAdopt, ""
 		}
 		return dirConflict, fmt.Sprintf("%s is partition %d of topic %q (uuid %s), which has only %d partitions in the catalog",
 			dir, index, want.Name, hex.EncodeToString(want.UUID[:]), want.Partitions)
 	}
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
+	if entries, err := fsys.ReadDir(dir); err == nil && len(entries) == 0 {
 		return dirRemove, "" // nothing to lose
 	}
 	return dirConflict, fmt.Sprintf("%s has no kafgres marker (%s) and is not a log of topic %q (uuid %s), which needs that name",
@@ -128,7 +128,7 @@ func (d *Dir) Check(ctx context.Context, topics []Topic, cat Catalog) (Swept, er
 	for i := range topics {
 		byName[topics[i].Name] = &topics[i]
 	}
-	entries, err := os.ReadDir(d.root)
+	entries, err := d.fsys.ReadDir(d.root)
 	if err != nil {
 		return done, fmt.Errorf("list data directory: %w", err)
 	}
@@ -164,13 +164,13 @@ func (d *Dir) Check(ctx context.Context, topics []Topic, cat Catalog) (Swept, er
 		if err != nil {
 			continue
 		}
-		m, marked, err := readDirMarker(dir)
+		m, marked, err := readDirMarker(d.fsys, dir)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", dir, err))
 			continue
 		}
 		want := byName[mm[1]]
-		verdict, why := claim(dir, want, index, m, marked)
+		verdict, why := claim(d.fsys, dir, want, index, m, marked)
 		switch verdict {
 		case dirAdopt:
 			adopt = append(adopt, dir)
@@ -209,23 +209,23 @@ func (d *Dir) Check(ctx context.Context, topics []Topic, cat Catalog) (Swept, er
 
 	done.Left = leave
 	for _, dir := range interruptedWork {
-		done.Interrupted = append(done.Interrupted, Interrupted{Dir: dir, Err: segment.RemoveMarkedDir(dir)})
+		done.Interrupted = append(done.Interrupted, Interrupted{Dir: dir, Err: segment.RemoveMarkedDir(d.fsys, dir)})
 	}
 	for _, dir := range adopt {
-		if err := segment.WriteMarker(dir, adoptMarkers[dir].encode(), d.fsync); err != nil {
+		if err := segment.WriteMarker(d.fsys, dir, adoptMarkers[dir].encode(), d.fsync); err != nil {
 			return done, fmt.Errorf("adopt %s: %w", dir, err)
 		}
 		done.Adopted = append(done.Adopted, dir)
 	}
 	for _, dir := range remove {
-		if err := segment.RemoveMarkedDir(dir); err != nil {
+		if err := segment.RemoveMarkedDir(d.fsys, dir); err != nil {
 			return done, fmt.Errorf("remove log of dropped topic: %w", err)
 		}
 		done.Removed = append(done.Removed, dir)
 	}
 	if len(remove) > 0 || len(interruptedWork) > 0 || len(adopt) > 0 {
 		if d.fsync {
-			if err := segment.SyncDir(d.root); err != nil {
+			if err := segment.SyncDir(d.fsys, d.root); err != nil {
 				return done, err
 			}
 		}

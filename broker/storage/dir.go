@@ -39,11 +39,13 @@ import (
 	"syscall"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // Dir is the data directory: one directory per partition, named
 // <topic>-<partition>, plus the broker's pid file.
 type Dir struct {
+	fsys  vfs.FS
 	root  string
 	fsync bool
 }
@@ -51,12 +53,19 @@ type Dir struct {
 // Open creates the data directory root if it does not exist. With fsync,
 // a partition directory is durable in it before the call that created it
 // returns, and SyncParent makes root's own entry durable.
-func Open(root string, fsync bool) (*Dir, error) {
-	if err := os.MkdirAll(root, 0o750); err != nil {
+func Open(root string, fsync bool) (*Dir, error) { return OpenOn(vfs.OS, root, fsync) }
+
+// OpenOn is Open on the file system fsys (the power-loss tests' StrictMem).
+func OpenOn(fsys vfs.FS, root string, fsync bool) (*Dir, error) {
+	if err := fsys.MkdirAll(root, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	return &Dir{root: root, fsync: fsync}, nil
+	return &Dir{fsys: fsys, root: root, fsync: fsync}, nil
 }
+
+// FS is the file system the data directory is on: the log of each of its
+// partitions must be opened on it too (segment.Options.FS).
+func (d *Dir) FS() vfs.FS { return d.fsys }
 
 // ErrParentUnreadable is what SyncParent returns (wrapping the cause)
 // when the directory holding the data directory may not be read.
@@ -72,7 +81,7 @@ func (d *Dir) SyncParent() error {
 		return nil
 	}
 	parent := filepath.Dir(filepath.Clean(d.root))
-	err := segment.SyncDir(parent)
+	err := segment.SyncDir(d.fsys, parent)
 	if errors.Is(err, fs.ErrPermission) {
 		return fmt.Errorf("%w %s: %w", ErrParentUnreadable, parent, err)
 	}
@@ -112,7 +121,7 @@ const sourceProducerFile = "source-producer-id"
 // SourceProducer reads the SQL source's producer id; ok is false when none
 // was ever written here.
 func (d *Dir) SourceProducer() (id int64, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(d.root, sourceProducerFile))
+	b, err := vfs.ReadFile(d.fsys, filepath.Join(d.root, sourceProducerFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}
@@ -129,7 +138,7 @@ func (d *Dir) SourceProducer() (id int64, ok bool, err error) {
 // SetSourceProducer records the SQL source's producer id, durably before
 // it returns.
 func (d *Dir) SetSourceProducer(id int64) error {
-	return segment.WriteFileAtomic(d.root, sourceProducerFile, []byte(strconv.FormatInt(id, 10)+"\n"), d.fsync)
+	return segment.WriteFileAtomic(d.fsys, d.root, sourceProducerFile, []byte(strconv.FormatInt(id, 10)+"\n"), d.fsync)
 }
 
 // PartitionDir is the directory of partition index of topic.
@@ -157,26 +166,26 @@ const (
 // result is what was being attempted.
 func (d *Dir) PreparePartition(ctx context.Context, topic string, index int32, m Marker, cat Catalog) (Prepared, error) {
 	dir := d.PartitionDir(topic, index)
-	found, marked, err := readDirMarker(dir)
+	found, marked, err := readDirMarker(d.fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return PartitionCreated, segment.CreateDir(dir, m.encode(), d.fsync)
+		return PartitionCreated, segment.CreateDir(d.fsys, dir, m.encode(), d.fsync)
 	}
 	if err != nil {
 		return PartitionKept, err
 	}
 	// The caller opens partition index, so the topic has that many.
 	want := &Topic{ID: m.TopicID, Name: topic, UUID: m.UUID, Partitions: int(index) + 1}
-	verdict, why := claim(dir, want, int(index), found, marked)
+	verdict, why := claim(d.fsys, dir, want, int(index), found, marked)
 	switch verdict {
 	case dirKeep:
 		return PartitionKept, nil
 	case dirAdopt:
-		return PartitionAdopted, segment.WriteMarker(dir, m.encode(), d.fsync)
+		return PartitionAdopted, segment.WriteMarker(d.fsys, dir, m.encode(), d.fsync)
 	case dirRemove:
-		if err := segment.RemoveMarkedDir(dir); err != nil {
+		if err := segment.RemoveMarkedDir(d.fsys, dir); err != nil {
 			return PartitionReplaced, err
 		}
-		return PartitionReplaced, segment.CreateDir(dir, m.encode(), d.fsync)
+		return PartitionReplaced, segment.CreateDir(d.fsys, dir, m.encode(), d.fsync)
 	case dirCheckDropped:
 		dropped, err := cat.Dropped(ctx, []Marker{found})
 		if err != nil {
@@ -185,10 +194,10 @@ func (d *Dir) PreparePartition(ctx context.Context, topic string, index int32, m
 		if !dropped[found] {
 			return PartitionKept, fmt.Errorf("%s holds %s, which the catalog neither has nor dropped; move it out of the data directory to let topic %q use the name", dir, found, topic)
 		}
-		if err := segment.RemoveMarkedDir(dir); err != nil {
+		if err := segment.RemoveMarkedDir(d.fsys, dir); err != nil {
 			return PartitionReplacedDropped, err
 		}
-		return PartitionReplacedDropped, segment.CreateDir(dir, m.encode(), d.fsync)
+		return PartitionReplacedDropped, segment.CreateDir(d.fsys, dir, m.encode(), d.fsync)
 	default:
 		return PartitionKept, errors.New(why)
 	}
@@ -202,8 +211,8 @@ func (d *Dir) PreparePartition(ctx context.Context, topic string, index int32, m
 // removed (or failed to).
 func (d *Dir) RemovePartition(dir string, uuid [16]byte) (string, error) {
 	dead := dir + "." + hex.EncodeToString(uuid[:]) + "-delete"
-	if err := os.Rename(dir, dead); err != nil {
+	if err := d.fsys.Rename(dir, dead); err != nil {
 		dead = dir
 	}
-	return dead, segment.RemoveMarkedDir(dead)
+	return dead, segment.RemoveMarkedDir(d.fsys, dead)
 }

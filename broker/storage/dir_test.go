@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 func TestDirMarkerRoundTrip(t *testing.T) {
@@ -71,7 +72,7 @@ func TestClaim(t *testing.T) {
 		{"unmarked, another topic's", stranger, want, 0, Marker{}, false, dirConflict},
 		{"unmarked and empty", empty, want, 0, Marker{}, false, dirRemove},
 	} {
-		if got, _ := claim(tc.dir, tc.want, tc.index, tc.m, tc.marked); got != tc.verd {
+		if got, _ := claim(vfs.OS, tc.dir, tc.want, tc.index, tc.m, tc.marked); got != tc.verd {
 			t.Errorf("%s: verdict %d, want %d", tc.name, got, tc.verd)
 		}
 	}
@@ -157,7 +158,7 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%s still there", dir)
 		}
 	}
-	if m, ok, err := readDirMarker(oldDir); err != nil || !ok || m != (Marker{old.ID, old.UUID}) {
+	if m, ok, err := readDirMarker(vfs.OS, oldDir); err != nil || !ok || m != (Marker{old.ID, old.UUID}) {
 		t.Errorf("old-0 not adopted: %v, %v, %v", m, ok, err)
 	}
 	if !exists(t, keepDir) || !exists(t, foreign) {
@@ -183,7 +184,7 @@ func TestPreparePartition(t *testing.T) {
 	if did, err := d.PreparePartition(ctx, "t", 3, m, fakeCatalog{}); err != nil || did != PartitionCreated {
 		t.Fatalf("create: %v, %v", did, err)
 	}
-	if got, ok, err := readDirMarker(dir); err != nil || !ok || got != m {
+	if got, ok, err := readDirMarker(vfs.OS, dir); err != nil || !ok || got != m {
 		t.Fatalf("marker %v, %v, %v", got, ok, err)
 	}
 	if did, err := d.PreparePartition(ctx, "t", 3, m, fakeCatalog{}); err != nil || did != PartitionKept {
@@ -196,7 +197,7 @@ func TestPreparePartition(t *testing.T) {
 	if did, err := d.PreparePartition(ctx, "t", 3, next, fakeCatalog{dropped: map[Marker]bool{m: true}}); err != nil || did != PartitionReplacedDropped {
 		t.Fatalf("replace dropped: %v, %v", did, err)
 	}
-	if got, _, _ := readDirMarker(dir); got != next {
+	if got, _, _ := readDirMarker(vfs.OS, dir); got != next {
 		t.Fatalf("marker %v after replacing, want %v", got, next)
 	}
 	if removed, err := d.RemovePartition(dir, next.UUID); err != nil || !strings.HasSuffix(removed, "-delete") {

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // Marker is the content of a partition directory's marker: the catalog
@@ -65,11 +65,11 @@ func parseMarker(b []byte) (Marker, error) {
 
 // readDirMarker reads dir's marker; ok is false when dir has none. An
 // error matching fs.ErrNotExist means dir itself does not exist.
-func readDirMarker(dir string) (m Marker, ok bool, err error) {
-	if _, err := os.Stat(dir); err != nil {
+func readDirMarker(fsys vfs.FS, dir string) (m Marker, ok bool, err error) {
+	if _, err := fsys.Stat(dir); err != nil {
 		return m, false, err
 	}
-	b, err := segment.ReadMarker(dir)
+	b, err := segment.ReadMarker(fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return m, false, nil
 	}
@@ -85,9 +85,9 @@ func readDirMarker(dir string) (m Marker, ok bool, err error) {
 
 // legacyTopicUUID is the topic UUID in the partition.metadata of a
 // directory made before markers existed, if it has one.
-func legacyTopicUUID(dir string) ([16]byte, bool) {
+func legacyTopicUUID(fsys vfs.FS, dir string) ([16]byte, bool) {
 	var u [16]byte
-	id, err := segment.ReadPartitionMetadata(dir)
+	id, err := segment.ReadPartitionMetadata(fsys, dir)
 	if err != nil {
 		return u, false
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // Restore rebuilds one partition's log from a segment archive: the files
@@ -105,7 +106,7 @@ func RestorePartition(r Restore) (Restored, error) {
 	err = l.Roll()
 	out.Start, out.End = l.LogStartOffset(), l.LogEndOffset()
 	if err == nil {
-		err = segment.WriteArchiveProgress(tmp, out.End, r.Fsync)
+		err = segment.WriteArchiveProgress(vfs.OS, tmp, out.End, r.Fsync)
 	}
 	if cerr := l.Close(); err == nil {
 		err = cerr
@@ -117,7 +118,7 @@ func RestorePartition(r Restore) (Restored, error) {
 		return out, fmt.Errorf("restore: %w", err)
 	}
 	if r.Fsync {
-		if err := segment.SyncDir(r.DataDir); err != nil {
+		if err := segment.SyncDir(vfs.OS, r.DataDir); err != nil {
 			return out, fmt.Errorf("restore: %w", err)
 		}
 	}

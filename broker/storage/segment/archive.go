@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // Segment archiving (kafgres.segment_archive_command) is, for the segment
@@ -50,9 +51,9 @@ var archiveExts = []string{extIndex, extTimeIndex, extTxnIndex, extLog}
 
 // readArchiveProgress returns the progress recorded in dir; 0 if there is
 // none (nothing archived yet).
-func readArchiveProgress(dir string) (int64, error) {
+func readArchiveProgress(fsys vfs.FS, dir string) (int64, error) {
 	path := filepath.Join(dir, archiveProgressFile)
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -73,9 +74,9 @@ func readArchiveProgress(dir string) (int64, error) {
 // WriteArchiveProgress records end as dir's archive progress (version 0,
 // then the offset, one per line), atomically. The restore command uses it
 // to mark a restored log as archived already.
-func WriteArchiveProgress(dir string, end int64, fsync bool) error {
+func WriteArchiveProgress(fsys vfs.FS, dir string, end int64, fsync bool) error {
 	data := fmt.Appendf(nil, "0\n%d\n", end)
-	if err := writeFileAtomic(dir, archiveProgressFile, data, fsync); err != nil {
+	if err := writeFileAtomic(fsys, dir, archiveProgressFile, data, fsync); err != nil {
 		return fmt.Errorf("write archive progress: %w", err)
 	}
 	return nil
@@ -86,10 +87,11 @@ func WriteArchiveProgress(dir string, end int64, fsync bool) error {
 // hand every segment to the archive again, and ignoring it could let a
 // segment be reclaimed unarchived.
 func (l *Log) loadArchiveProgress() error {
+	fsys := l.opts.FS
 	if !l.opts.Archive {
 		return nil
 	}
-	off, err := readArchiveProgress(l.opts.Dir)
+	off, err := readArchiveProgress(fsys, l.opts.Dir)
 	if err != nil {
 		return err
 	}
@@ -119,6 +121,7 @@ func (l *Log) ArchivedOffset() int64 {
 // offset order. Their files stay in place until MarkArchived passes them:
 // nothing reclaims them meanwhile (the active segment is never listed).
 func (l *Log) PendingArchive() ([]ArchiveSegment, error) {
+	fsys := l.opts.FS
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -134,7 +137,7 @@ func (l *Log) PendingArchive() ([]ArchiveSegment, error) {
 		for _, ext := range archiveExts {
 			p := segmentPath(l.opts.Dir, s.base, ext)
 			if ext != extLog {
-				if _, err := os.Stat(p); err != nil {
+				if _, err := fsys.Stat(p); err != nil {
 					continue // an index Kafka would build again; the log is what counts
 				}
 			}
@@ -164,7 +167,7 @@ func (l *Log) MarkArchived(end int64) error {
 	if end <= cur {
 		return nil
 	}
-	if err := WriteArchiveProgress(l.opts.Dir, end, l.opts.Fsync); err != nil {
+	if err := WriteArchiveProgress(l.opts.FS, l.opts.Dir, end, l.opts.Fsync); err != nil {
 		return fmt.Errorf("mark archived in %s: %w", l.opts.Dir, err)
 	}
 	l.mu.Lock()

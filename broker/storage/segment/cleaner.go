@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // Compaction (cleanup.policy=compact) as Kafka's log cleaner does it
@@ -139,7 +141,8 @@ func (c Cleanable) Ratio() float64 {
 // CleanerCheckpoint returns the partition's cleaner checkpoint, or the log
 // start offset when there is none (or it does not parse).
 func (l *Log) CleanerCheckpoint() int64 {
-	b, err := os.ReadFile(filepath.Join(l.opts.Dir, CleanerCheckpointFile))
+	fsys := l.opts.FS
+	b, err := vfs.ReadFile(fsys, filepath.Join(l.opts.Dir, CleanerCheckpointFile))
 	if err == nil {
 		lines := strings.Split(string(b), "\n")
 		if len(lines) == 3 && lines[0] == "0" && lines[2] == "" {
@@ -152,7 +155,8 @@ func (l *Log) CleanerCheckpoint() int64 {
 }
 
 func (l *Log) writeCleanerCheckpoint(offset int64) error {
-	if err := writeFileAtomic(l.opts.Dir, CleanerCheckpointFile, fmt.Appendf(nil, "0\n%d\n", offset), l.opts.Fsync); err != nil {
+	fsys := l.opts.FS
+	if err := writeFileAtomic(fsys, l.opts.Dir, CleanerCheckpointFile, fmt.Appendf(nil, "0\n%d\n", offset), l.opts.Fsync); err != nil {
 		return fmt.Errorf("write cleaner checkpoint: %w", err)
 	}
 	return nil
@@ -856,41 +860,45 @@ func encodeHeader(h BatchHeader, attrs int16, baseTs, maxTs int64, count int32, 
 
 // cleanedFiles are the files of a segment being written by the cleaner.
 type cleanedFiles struct {
+	fsys vfs.FS
 	dir  string
 	base int64
 	seg  *segment // files named <base><ext>.cleaned
 }
 
-func createCleaned(dir string, base int64) (*cleanedFiles, error) {
-	cf := &cleanedFiles{dir: dir, base: base, seg: newSegment(base)}
-	files := []**os.File{&cf.seg.log, &cf.seg.idx, &cf.seg.tidx, &cf.seg.txn}
-	for i, ext := range segmentExts {
-		path := segmentPath(dir, base, ext) + cleanedSuffix
-		_ = os.Remove(path) // left by an earlier clean that failed
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			cf.remove()
-			return nil, fmt.Errorf("create cleaned segment: %w", err)
-		}
-		*files[i] = f
+func createCleaned(fsys vfs.FS, dir string, base int64) (*cleanedFiles, error) {
+	cf := &cleanedFiles{fsys: fsys, dir: dir, base: base, seg: newSegment(base)}
+	for _, ext := range segmentExts {
+		_ = fsys.Remove(segmentPath(dir, base, ext) + cleanedSuffix) // left by an earlier clean that failed
 	}
+	const create = os.O_RDWR | os.O_CREATE | os.O_EXCL
+	f, err := fsys.OpenFile(segmentPath(dir, base, extLog)+cleanedSuffix, create, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create cleaned segment: %w", err)
+	}
+	cf.seg.log = f
+	cf.seg.idx = newLazyFile(fsys, segmentPath(dir, base, extIndex)+cleanedSuffix, create)
+	cf.seg.tidx = newLazyFile(fsys, segmentPath(dir, base, extTimeIndex)+cleanedSuffix, create)
+	cf.seg.txn = newLazyFile(fsys, segmentPath(dir, base, extTxnIndex)+cleanedSuffix, create)
 	return cf, nil
 }
 
 // remove closes and deletes the files, under either suffix.
 func (cf *cleanedFiles) remove() {
+	fsys := cf.fsys
 	_ = cf.seg.close()
 	for _, ext := range segmentExts {
-		_ = os.Remove(segmentPath(cf.dir, cf.base, ext) + cleanedSuffix)
-		_ = os.Remove(segmentPath(cf.dir, cf.base, ext) + swapSuffix)
+		_ = fsys.Remove(segmentPath(cf.dir, cf.base, ext) + cleanedSuffix)
+		_ = fsys.Remove(segmentPath(cf.dir, cf.base, ext) + swapSuffix)
 	}
 }
 
 // cleanGroup rewrites the segments of g into one and swaps it in.
 func (c *cleaner) cleanGroup(g []segView, next int64) error {
+	fsys := c.l.opts.FS
 	l := c.l
 	base := g[0].seg.base
-	cf, err := createCleaned(l.opts.Dir, base)
+	cf, err := createCleaned(fsys, l.opts.Dir, base)
 	if err != nil {
 		return err
 	}
@@ -944,7 +952,7 @@ func (c *cleaner) cleanGroup(g []segView, next int64) error {
 	}
 	// Kafka keeps the last modified time of the group's last segment.
 	if fi, err := g[len(g)-1].seg.log.Stat(); err == nil {
-		_ = os.Chtimes(segmentPath(l.opts.Dir, base, extLog)+cleanedSuffix, fi.ModTime(), fi.ModTime())
+		_ = fsys.Chtimes(segmentPath(l.opts.Dir, base, extLog)+cleanedSuffix, fi.ModTime(), fi.ModTime())
 	}
 	if err := l.cleanerHook("cleaned"); err != nil {
 		done = true // as a crash leaves them
@@ -953,7 +961,7 @@ func (c *cleaner) cleanGroup(g []segView, next int64) error {
 	// Indexes first: a .log.swap means every file of the segment is there.
 	for _, ext := range []string{extIndex, extTimeIndex, extTxnIndex, extLog} {
 		p := segmentPath(l.opts.Dir, base, ext)
-		if err := os.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
+		if err := fsys.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
 			return fmt.Errorf("rename cleaned segment: %w", err)
 		}
 	}
@@ -982,10 +990,11 @@ func (c *cleaner) cleanGroup(g []segView, next int64) error {
 }
 
 func (l *Log) syncDirIf() error {
+	fsys := l.opts.FS
 	if !l.opts.Fsync {
 		return nil
 	}
-	return syncDir(l.opts.Dir)
+	return fsys.SyncDir(l.opts.Dir)
 }
 
 func (l *Log) cleanerHook(point string) error {
@@ -1003,6 +1012,7 @@ func (l *Log) cleanerHook(point string) error {
 // DeleteRecords from deleting the group meanwhile; if they deleted part of
 // it before, the cleaned segment is dropped (swapped false).
 func (l *Log) swapIn(g []segView, base int64, st segState) (swapped bool, err error) {
+	fsys := l.opts.FS
 	l.startMu.Lock()
 	defer l.startMu.Unlock()
 	l.mu.RLock()
@@ -1015,8 +1025,12 @@ func (l *Log) swapIn(g []segView, base int64, st segState) (swapped bool, err er
 	if !intact {
 		return false, nil
 	}
+	// The group's names go now: the first segment's to the cleaned one.
+	for _, v := range g {
+		v.seg.pinIndexes()
+	}
 	for _, v := range g[1:] {
-		if err := removeSegmentFiles(l.opts.Dir, v.seg.base); err != nil {
+		if err := removeSegmentFiles(fsys, l.opts.Dir, v.seg.base); err != nil {
 			return false, err
 		}
 	}
@@ -1030,14 +1044,14 @@ func (l *Log) swapIn(g []segView, base int64, st segState) (swapped bool, err er
 	}
 	for _, ext := range []string{extIndex, extTimeIndex, extTxnIndex, extLog} {
 		p := segmentPath(l.opts.Dir, base, ext)
-		if err := os.Rename(p+swapSuffix, p); err != nil {
+		if err := fsys.Rename(p+swapSuffix, p); err != nil {
 			return true, fmt.Errorf("rename swap segment: %w", err)
 		}
 	}
 	if err := l.syncDirIf(); err != nil {
 		return true, err
 	}
-	s, err := openCleaned(l.opts.Dir, base, st)
+	s, err := openCleaned(fsys, l.opts.Dir, base, st)
 	if err != nil {
 		return true, err
 	}
@@ -1061,18 +1075,19 @@ func (l *Log) swapIn(g []segView, base int64, st segState) (swapped bool, err er
 }
 
 // openCleaned opens the files of a cleaned segment now in place.
-func openCleaned(dir string, base int64, st segState) (*segment, error) {
+func openCleaned(fsys vfs.FS, dir string, base int64, st segState) (*segment, error) {
 	s := newSegment(base)
 	var err error
-	if s.log, err = os.Open(segmentPath(dir, base, extLog)); err != nil {
+	if s.log, err = vfs.Open(fsys, segmentPath(dir, base, extLog)); err != nil {
 		return nil, fmt.Errorf("open cleaned segment: %w", err)
 	}
-	if _, err := openIndexes(s); err != nil {
+	if _, err := openIndexes(fsys, s); err != nil {
 		_ = s.close()
 		return nil, err
 	}
 	st.idxMem, st.tidxMem, st.sealed = nil, nil, true
 	s.st = st
+	s.releaseIndexes()
 	return s, nil
 }
 
@@ -1082,8 +1097,9 @@ func openCleaned(dir string, base int64, st segState) (*segment, error) {
 // and at or below its last offset) are deleted and its files renamed into
 // place; index swaps without a log swap are discarded.
 func (l *Log) finishCleaning() (changed bool, err error) {
+	fsys := l.opts.FS
 	dir := l.opts.Dir
-	entries, err := os.ReadDir(dir)
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return false, fmt.Errorf("list directory: %w", err)
 	}
@@ -1093,7 +1109,7 @@ func (l *Log) finishCleaning() (changed bool, err error) {
 		name := e.Name()
 		switch {
 		case name == cleanerCheckpointTmp, strings.HasSuffix(name, cleanedSuffix):
-			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return changed, fmt.Errorf("remove %s: %w", name, err)
 			}
 			// One line per interrupted clean (its log file), so that an
@@ -1122,27 +1138,27 @@ func (l *Log) finishCleaning() (changed bool, err error) {
 		if !swaps[base] {
 			l.logger.Warn("discarding incomplete cleaned segment", "dir", dir, "base_offset", base)
 			for _, ext := range segmentExts {
-				if err := os.Remove(segmentPath(dir, base, ext) + swapSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if err := fsys.Remove(segmentPath(dir, base, ext) + swapSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return changed, fmt.Errorf("remove swap file: %w", err)
 				}
 			}
 			continue
 		}
-		last, err := lastOffsetOf(segmentPath(dir, base, extLog) + swapSuffix)
+		last, err := lastOffsetOf(fsys, segmentPath(dir, base, extLog)+swapSuffix)
 		if err != nil {
 			return changed, err
 		}
 		l.logger.Info("completing swap of cleaned segment", "dir", dir, "base_offset", base, "last_offset", last)
 		for _, b := range logs {
 			if b > base && b <= last {
-				if err := removeSegmentFiles(dir, b); err != nil {
+				if err := removeSegmentFiles(fsys, dir, b); err != nil {
 					return changed, err
 				}
 			}
 		}
 		for _, ext := range []string{extIndex, extTimeIndex, extTxnIndex, extLog} {
 			p := segmentPath(dir, base, ext)
-			if err := os.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := fsys.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return changed, fmt.Errorf("rename swap file: %w", err)
 			}
 		}
@@ -1152,8 +1168,8 @@ func (l *Log) finishCleaning() (changed bool, err error) {
 
 // lastOffsetOf returns the last offset of the last batch in a segment
 // file, or -1 if it has none.
-func lastOffsetOf(path string) (int64, error) {
-	f, err := os.Open(path)
+func lastOffsetOf(fsys vfs.FS, path string) (int64, error) {
+	f, err := vfs.Open(fsys, path)
 	if err != nil {
 		return 0, fmt.Errorf("open %s: %w", path, err)
 	}

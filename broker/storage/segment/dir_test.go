@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // A new partition directory appears under its name only with its marker,
@@ -15,11 +17,11 @@ func TestCreateDir(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "t-0")
 	var synced []string
-	record := func(d string) error { synced = append(synced, d); return syncDir(d) }
-	if err := createDir(dir, []byte("marker"), true, record); err != nil {
+	record := func(d string) error { synced = append(synced, d); return vfs.OS.SyncDir(d) }
+	if err := createDir(vfs.OS, dir, []byte("marker"), true, record); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := ReadMarker(dir); err != nil || string(b) != "marker" {
+	if b, err := ReadMarker(vfs.OS, dir); err != nil || string(b) != "marker" {
 		t.Fatalf("marker %q, %v", b, err)
 	}
 	if !slices.Contains(synced, root) {
@@ -28,10 +30,10 @@ func TestCreateDir(t *testing.T) {
 	if _, err := os.Stat(CreatingDir(dir)); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("temporary directory left: %v", err)
 	}
-	if err := CreateDir(dir, []byte("again"), true); !errors.Is(err, fs.ErrExist) {
+	if err := CreateDir(vfs.OS, dir, []byte("again"), true); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("CreateDir over an existing directory: %v", err)
 	}
-	if b, _ := ReadMarker(dir); string(b) != "marker" {
+	if b, _ := ReadMarker(vfs.OS, dir); string(b) != "marker" {
 		t.Fatalf("existing marker replaced: %q", b)
 	}
 
@@ -43,10 +45,10 @@ func TestCreateDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(CreatingDir(other), MarkerFile), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := CreateDir(other, []byte("new"), false); err != nil {
+	if err := CreateDir(vfs.OS, other, []byte("new"), false); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := ReadMarker(other); string(b) != "new" {
+	if b, _ := ReadMarker(vfs.OS, other); string(b) != "new" {
 		t.Fatalf("marker %q", b)
 	}
 }
@@ -61,7 +63,7 @@ func TestRemoveMarkedDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(foreign, "00000000000000000000.log"), []byte("data"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := RemoveMarkedDir(foreign); !errors.Is(err, ErrNotMarked) {
+	if err := RemoveMarkedDir(vfs.OS, foreign); !errors.Is(err, ErrNotMarked) {
 		t.Fatalf("unmarked directory: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(foreign, "00000000000000000000.log")); err != nil {
@@ -72,7 +74,7 @@ func TestRemoveMarkedDir(t *testing.T) {
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := RemoveMarkedDir(empty); err != nil {
+	if err := RemoveMarkedDir(vfs.OS, empty); err != nil {
 		t.Fatal(err)
 	}
 
@@ -84,24 +86,24 @@ func TestRemoveMarkedDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(halfMade, markerTemp), []byte("m"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := RemoveMarkedDir(halfMade); err != nil {
+	if err := RemoveMarkedDir(vfs.OS, halfMade); err != nil {
 		t.Fatalf("directory holding only the marker's temporary file: %v", err)
 	}
 	// but the temporary file does not make other files ours
 	if err := os.WriteFile(filepath.Join(foreign, markerTemp), []byte("m"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := RemoveMarkedDir(foreign); !errors.Is(err, ErrNotMarked) {
+	if err := RemoveMarkedDir(vfs.OS, foreign); !errors.Is(err, ErrNotMarked) {
 		t.Fatalf("unmarked directory with a marker temporary file: %v", err)
 	}
 
 	ours := filepath.Join(root, "ours-0")
-	if err := CreateDir(ours, []byte("m"), false); err != nil {
+	if err := CreateDir(vfs.OS, ours, []byte("m"), false); err != nil {
 		t.Fatal(err)
 	}
 	l := openTest(t, Options{Dir: ours, TopicID: "00112233445566778899aabbccddeeff"})
 	l.Close()
-	if err := RemoveMarkedDir(ours); err != nil {
+	if err := RemoveMarkedDir(vfs.OS, ours); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{empty, halfMade, ours} {

@@ -13,10 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 const (
@@ -33,20 +34,20 @@ type EpochEntry struct {
 
 // WriteEpochCheckpoint replaces dir's leader-epoch-checkpoint with entries,
 // atomically (and durably with fsync).
-func WriteEpochCheckpoint(dir string, entries []EpochEntry, fsync bool) error {
+func WriteEpochCheckpoint(fsys vfs.FS, dir string, entries []EpochEntry, fsync bool) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "0\n%d\n", len(entries))
 	for _, e := range entries {
 		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
 	}
-	return writeFileAtomic(dir, EpochCheckpointFile, b.Bytes(), fsync)
+	return writeFileAtomic(fsys, dir, EpochCheckpointFile, b.Bytes(), fsync)
 }
 
 // ReadEpochCheckpoint reads dir's leader-epoch-checkpoint; ok is false when
 // there is none. A file that does not parse, or whose entries do not grow
 // in epoch and start offset, is an error.
-func ReadEpochCheckpoint(dir string) (entries []EpochEntry, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, EpochCheckpointFile))
+func ReadEpochCheckpoint(fsys vfs.FS, dir string) (entries []EpochEntry, ok bool, err error) {
+	data, err := vfs.ReadFile(fsys, filepath.Join(dir, EpochCheckpointFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -97,11 +98,12 @@ func ReadEpochCheckpoint(dir string) (entries []EpochEntry, ok bool, err error) 
 // WriteEpochCheckpoint replaces the log's leader-epoch-checkpoint with
 // entries (durably when Options.Fsync is set).
 func (l *Log) WriteEpochCheckpoint(entries []EpochEntry) error {
-	return WriteEpochCheckpoint(l.opts.Dir, entries, l.opts.Fsync)
+	return WriteEpochCheckpoint(l.opts.FS, l.opts.Dir, entries, l.opts.Fsync)
 }
 
 // ReadEpochCheckpoint reads the log's leader-epoch-checkpoint, as the
 // function of that name.
 func (l *Log) ReadEpochCheckpoint() ([]EpochEntry, bool, error) {
-	return ReadEpochCheckpoint(l.opts.Dir)
+	fsys := l.opts.FS
+	return ReadEpochCheckpoint(fsys, l.opts.Dir)
 }

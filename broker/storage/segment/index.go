@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 	"sort"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 const (
@@ -18,7 +19,7 @@ const (
 // by the segment size); sealed segments are searched with pread so that a
 // partition with a long history does not pin its indexes in memory.
 type indexView struct {
-	f     *os.File
+	f     vfs.File
 	mem   []byte // whole entries; nil when the index lives on disk only
 	n     int    // number of entries
 	width int
@@ -127,7 +128,7 @@ type headerWalker struct {
 
 const walkBufSize = 8 << 10
 
-func newHeaderWalker(f *os.File, pos, end int64) *headerWalker {
+func newHeaderWalker(f vfs.File, pos, end int64) *headerWalker {
 	return &headerWalker{r: f, name: f.Name(), pos: pos, end: end, buf: make([]byte, walkBufSize)}
 }
 

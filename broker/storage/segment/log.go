@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // Defaults applied by Open for zero Options fields.
@@ -38,6 +40,7 @@ type Options struct {
 	IndexIntervalBytes int          // bytes of log between index entries; default 4096
 	Fsync              bool         // if false, Sync only advances the durable offset without fsync
 	Logger             *slog.Logger // may be nil
+	FS                 vfs.FS       // the file system; nil: the operating system's (vfs.OS)
 
 	// Archive: the segments are archived (kafgres.segment_archive_command):
 	// none is deleted or cleaned before MarkArchived passes it (archive.go).
@@ -60,11 +63,11 @@ type Options struct {
 
 	// syncActiveLog is a test hook that replaces the fdatasync of the
 	// active segment's file in Sync.
-	syncActiveLog func(*os.File) error
+	syncActiveLog func(vfs.File) error
 
 	// Test hooks for the order of durable writes in AppendSourced.
 	beforeBatchWrite func(base int64)     // runs before a batch's bytes are written
-	syncSourceIndex  func(*os.File) error // replaces the source index fsync and fdatasync
+	syncSourceIndex  func(vfs.File) error // replaces the source index fsync and fdatasync
 
 	// cleanerStop is a test hook: Clean stops where it returns true
 	// ("cleaned", "swap", "deleted"), leaving the files as a crash would.
@@ -112,10 +115,10 @@ type Log struct {
 
 type segment struct {
 	base int64
-	log  *os.File
-	idx  *os.File
-	tidx *os.File
-	txn  *os.File // transaction index, written through (txnindex.go)
+	log  vfs.File
+	idx  *lazyFile
+	tidx *lazyFile
+	txn  *lazyFile // transaction index, written through (txnindex.go)
 
 	// refs is one for the Log while the segment is in Log.segs plus one per
 	// reader (or Sync) using its files without holding Log.mu. Deleting the
@@ -217,7 +220,7 @@ var segmentExts = []string{extLog, extIndex, extTimeIndex, extTxnIndex}
 // writeIndexes replaces the index files of s with the in-memory entries of st.
 func (s *segment) writeIndexes(st *segState) error {
 	for _, f := range []struct {
-		f   *os.File
+		f   *lazyFile
 		mem []byte
 	}{{s.idx, st.idxMem}, {s.tidx, st.tidxMem}} {
 		if _, err := f.f.WriteAt(f.mem, 0); err != nil {
@@ -244,8 +247,24 @@ func (s *segment) cutZeros() error {
 	return nil
 }
 
+// releaseIndexes closes the index files until they are next used: a
+// sealed segment's are only read by lookups into it.
+func (s *segment) releaseIndexes() {
+	for _, f := range []*lazyFile{s.idx, s.tidx, s.txn} {
+		_ = f.release() // a close error loses nothing: the files were synced or are rebuilt
+	}
+}
+
+// pinIndexes keeps the index files open until the segment's last reader
+// is done: their names are about to go (see lazyFile.pin).
+func (s *segment) pinIndexes() {
+	for _, f := range []*lazyFile{s.idx, s.tidx, s.txn} {
+		_ = f.pin() // readers then fail with ErrClosed rather than read another file
+	}
+}
+
 func (s *segment) syncAll() error {
-	for _, f := range []*os.File{s.log, s.idx, s.tidx, s.txn} {
+	for _, f := range []vfs.File{s.log, s.idx, s.tidx, s.txn} {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", f.Name(), err)
 		}
@@ -255,7 +274,12 @@ func (s *segment) syncAll() error {
 
 func (s *segment) close() error {
 	var errs []error
-	for _, f := range []*os.File{s.log, s.idx, s.tidx, s.txn} {
+	if s.log != nil {
+		if err := s.log.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", s.log.Name(), err))
+		}
+	}
+	for _, f := range []*lazyFile{s.idx, s.tidx, s.txn} {
 		if f != nil {
 			if err := f.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", f.Name(), err))
@@ -266,27 +290,33 @@ func (s *segment) close() error {
 }
 
 // createSegment creates empty files for a new segment at base.
-func createSegment(dir string, base int64) (*segment, error) {
+func createSegment(fsys vfs.FS, dir string, base int64) (*segment, error) {
 	s := newSegment(base)
 	var err error
 	// O_EXCL on the log: a segment file already at this offset would mean
 	// the offsets bookkeeping is wrong, and overwriting it would lose data.
-	if s.log, err = os.OpenFile(segmentPath(dir, base, extLog), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+	if s.log, err = fsys.OpenFile(segmentPath(dir, base, extLog), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	if s.idx, err = os.OpenFile(segmentPath(dir, base, extIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
-		s.tidx, err = os.OpenFile(segmentPath(dir, base, extTimeIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	}
-	if err == nil {
-		s.txn, err = os.OpenFile(segmentPath(dir, base, extTxnIndex), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	// The indexes are created (empty, as Kafka's layout has them) and
+	// closed: the active segment's are in memory until the roll.
+	const create = os.O_RDWR | os.O_CREATE | os.O_TRUNC
+	s.idx = newLazyFile(fsys, segmentPath(dir, base, extIndex), create)
+	s.tidx = newLazyFile(fsys, segmentPath(dir, base, extTimeIndex), create)
+	s.txn = newLazyFile(fsys, segmentPath(dir, base, extTxnIndex), create)
+	for _, f := range []*lazyFile{s.idx, s.tidx, s.txn} {
+		if err = f.ensure(); err != nil {
+			break
+		}
 	}
 	if err != nil {
 		_ = s.close()
 		for _, ext := range segmentExts {
-			_ = os.Remove(segmentPath(dir, base, ext))
+			_ = fsys.Remove(segmentPath(dir, base, ext))
 		}
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
+	s.releaseIndexes()
 	return s, nil
 }
 
@@ -441,6 +471,7 @@ func (l *Log) maybeRoll(h BatchHeader, now time.Time) error {
 // exists, because recovery only scans the last segment and trusts the ones
 // before it (their size included).
 func (l *Log) roll() error {
+	fsys := l.opts.FS
 	seg := l.active()
 	if err := seg.cutZeros(); err != nil {
 		return fmt.Errorf("roll: %w", err)
@@ -452,13 +483,17 @@ func (l *Log) roll() error {
 	if err := seg.writeIndexes(&st); err != nil {
 		return fmt.Errorf("roll: %w", err)
 	}
+	if err := seg.txn.ensure(); err != nil {
+		return fmt.Errorf("roll: %w", err)
+	}
 	if l.opts.Fsync {
 		if err := seg.syncAll(); err != nil {
 			l.err = err
 			return fmt.Errorf("roll: %w", err)
 		}
 	}
-	next, err := createSegment(l.opts.Dir, l.end)
+	seg.releaseIndexes()
+	next, err := createSegment(fsys, l.opts.Dir, l.end)
 	if err != nil {
 		return fmt.Errorf("roll: %w", err)
 	}
@@ -473,6 +508,7 @@ func (l *Log) roll() error {
 // Sync makes everything appended before it started durable and returns the
 // durable end offset (exclusive).
 func (l *Log) Sync() (int64, error) {
+	fsys := l.opts.FS
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 
@@ -516,12 +552,12 @@ func (l *Log) Sync() (int64, error) {
 		// Transaction index entries go with their markers. One written to
 		// a segment rolled since was fsynced by the roll.
 		if err == nil && txnGen != txnSynced {
-			if serr := fdatasync(seg.txn); serr != nil {
+			if serr := seg.txn.Datasync(); serr != nil {
 				err = fmt.Errorf("fdatasync %s: %w", seg.txn.Name(), serr)
 			}
 		}
 		if err == nil && dirGen != dirSynced {
-			err = syncDir(l.opts.Dir)
+			err = fsys.SyncDir(l.opts.Dir)
 		}
 	}
 
@@ -541,23 +577,11 @@ func (l *Log) Sync() (int64, error) {
 
 // syncLog makes the active segment's file durable: fdatasync, or the test
 // hook that replaces it.
-func (l *Log) syncLog(f *os.File) error {
+func (l *Log) syncLog(f vfs.File) error {
 	if l.opts.syncActiveLog != nil {
 		return l.opts.syncActiveLog(f)
 	}
-	return fdatasync(f)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
+	return f.Datasync()
 }
 
 // LogStartOffset is the first offset that may be read: the base of the
@@ -637,6 +661,7 @@ func (l *Log) SetSegmentLimits(segmentBytes, segmentMs int64) {
 // Close writes the active segment's indexes, fsyncs it when Fsync is set and
 // closes all files. Reads in flight fail with ErrClosed.
 func (l *Log) Close() error {
+	fsys := l.opts.FS
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
@@ -659,7 +684,7 @@ func (l *Log) Close() error {
 		} else if l.opts.Fsync {
 			if err := seg.syncAll(); err != nil {
 				errs = append(errs, err)
-			} else if err := syncDir(l.opts.Dir); err != nil {
+			} else if err := fsys.SyncDir(l.opts.Dir); err != nil {
 				errs = append(errs, err)
 			}
 		}

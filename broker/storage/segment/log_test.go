@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // writeBatches appends n batches of 3 records with ~valueSize-byte values.
@@ -741,7 +743,7 @@ func TestTopicID(t *testing.T) {
 	if err != nil || string(b) != "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n" {
 		t.Fatalf("partition.metadata = %q, %v", b, err)
 	}
-	if id, err := ReadPartitionMetadata(dir); err != nil || id != "AAAAAAAAAAAAAAAAAAAAAQ" {
+	if id, err := ReadPartitionMetadata(vfs.OS, dir); err != nil || id != "AAAAAAAAAAAAAAAAAAAAAQ" {
 		t.Fatalf("ReadPartitionMetadata = %q, %v", id, err)
 	}
 	if _, err := Open(Options{Dir: dir, TopicID: "BBBBBBBBBBBBBBBBBBBBBQ"}); !errors.Is(err, ErrTopicIDMismatch) {

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // The log start offset is the first offset a reader may see. It starts as
@@ -33,9 +34,9 @@ var errBadCheckpoint = errors.New("malformed log start offset checkpoint")
 
 // writeStartCheckpoint records offset as the log start offset: version 0,
 // then the offset, one per line.
-func writeStartCheckpoint(dir string, offset int64, fsync bool) error {
+func writeStartCheckpoint(fsys vfs.FS, dir string, offset int64, fsync bool) error {
 	data := fmt.Appendf(nil, "0\n%d\n", offset)
-	if err := writeFileAtomic(dir, startCheckpointFile, data, fsync); err != nil {
+	if err := writeFileAtomic(fsys, dir, startCheckpointFile, data, fsync); err != nil {
 		return fmt.Errorf("write log start offset: %w", err)
 	}
 	return nil
@@ -43,9 +44,9 @@ func writeStartCheckpoint(dir string, offset int64, fsync bool) error {
 
 // readStartCheckpoint returns the offset recorded in dir; ok is false if
 // there is no checkpoint. A file that does not parse yields errBadCheckpoint.
-func readStartCheckpoint(dir string) (offset int64, ok bool, err error) {
+func readStartCheckpoint(fsys vfs.FS, dir string) (offset int64, ok bool, err error) {
 	path := filepath.Join(dir, startCheckpointFile)
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}
@@ -71,8 +72,9 @@ func readStartCheckpoint(dir string) (offset int64, ok bool, err error) {
 // checkpoint rather than serve deleted records again or hand out offsets
 // below the start a second time.
 func (l *Log) loadStart() (changed bool, err error) {
+	fsys := l.opts.FS
 	l.start = l.segs[0].base
-	cp, ok, err := readStartCheckpoint(l.opts.Dir)
+	cp, ok, err := readStartCheckpoint(fsys, l.opts.Dir)
 	if errors.Is(err, errBadCheckpoint) {
 		l.logger.Warn("ignoring log start offset checkpoint", "dir", l.opts.Dir, "error", err)
 		return false, nil
@@ -89,12 +91,12 @@ func (l *Log) loadStart() (changed bool, err error) {
 		"dir", l.opts.Dir, "log_end_offset", end, "log_start_offset", cp)
 	for _, s := range l.segs {
 		_ = s.close()
-		if err := removeSegmentFiles(l.opts.Dir, s.base); err != nil {
+		if err := removeSegmentFiles(fsys, l.opts.Dir, s.base); err != nil {
 			return true, err
 		}
 	}
 	l.segs = nil
-	s, err := createSegment(l.opts.Dir, cp)
+	s, err := createSegment(fsys, l.opts.Dir, cp)
 	if err != nil {
 		return true, err
 	}
@@ -160,7 +162,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 // returning how many. Callers hold startMu, which keeps the start from
 // moving while the checkpoint is written outside mu.
 func (l *Log) advanceStart(start int64) (deleted int, err error) {
-	if err := writeStartCheckpoint(l.opts.Dir, start, l.opts.Fsync); err != nil {
+	if err := writeStartCheckpoint(l.opts.FS, l.opts.Dir, start, l.opts.Fsync); err != nil {
 		return 0, err
 	}
 	l.mu.Lock()
@@ -206,9 +208,11 @@ func (l *Log) detachBelowStart() []*segment {
 // files, and the last one closes them. Removal needs no directory fsync: if
 // a crash undoes it, Open deletes the segments again from the checkpoint.
 func (l *Log) removeSegments(doomed []*segment) error {
+	fsys := l.opts.FS
 	var errs []error
 	for _, s := range doomed {
-		if err := removeSegmentFiles(l.opts.Dir, s.base); err != nil {
+		s.pinIndexes()
+		if err := removeSegmentFiles(fsys, l.opts.Dir, s.base); err != nil {
 			errs = append(errs, err)
 		}
 		l.releaseSegment(s)
@@ -219,9 +223,9 @@ func (l *Log) removeSegments(doomed []*segment) error {
 // removeSegmentFiles removes the log file first: index files left alone by
 // a crash are removed as strays at the next Open, while a log file left
 // alone would have its indexes rebuilt only to be deleted.
-func removeSegmentFiles(dir string, base int64) error {
+func removeSegmentFiles(fsys vfs.FS, dir string, base int64) error {
 	for _, ext := range segmentExts {
-		if err := os.Remove(segmentPath(dir, base, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(segmentPath(dir, base, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("delete segment: %w", err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // segmentBases lists the base offsets of the .log files in dir.
@@ -433,20 +435,24 @@ func TestSyncOutlivesDeletedSegment(t *testing.T) {
 }
 
 // openFiles counts this process's descriptors open on files in dir.
-func openFiles(t *testing.T, dir string) int {
+// openFiles counts the files under dir the process has open, and how many
+// of them are deleted.
+func openFiles(t *testing.T, dir string) (open, deleted int) {
 	t.Helper()
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Skip("no /proc/self/fd")
 	}
-	n := 0
 	for _, fd := range fds {
 		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
 		if err == nil && strings.HasPrefix(target, dir+"/") {
-			n++
+			open++
+			if strings.HasSuffix(target, " (deleted)") {
+				deleted++
+			}
 		}
 	}
-	return n
+	return open, deleted
 }
 
 func TestConcurrentDeleteAndRead(t *testing.T) {
@@ -563,8 +569,9 @@ func TestConcurrentDeleteAndRead(t *testing.T) {
 	if len(segmentBases(t, dir)) != l.Segments() {
 		t.Fatalf("%d segments on disk, %d in the log", len(segmentBases(t, dir)), l.Segments())
 	}
-	if got := openFiles(t, dir); got != 4*l.Segments() {
-		t.Fatalf("%d files open for %d segments", got, l.Segments())
+	// Each segment holds its .log open, and its indexes once read.
+	if open, deleted := openFiles(t, dir); deleted > 0 || open < l.Segments() || open > 4*l.Segments() {
+		t.Fatalf("%d files open (%d of them deleted) for %d segments", open, deleted, l.Segments())
 	}
 }
 
@@ -722,7 +729,7 @@ func TestOpenAppliesCheckpoint(t *testing.T) {
 		opts, _ := setup(t)
 		bases := segmentBases(t, opts.Dir)
 		for _, b := range bases[:2] {
-			if err := removeSegmentFiles(opts.Dir, b); err != nil {
+			if err := removeSegmentFiles(vfs.OS, opts.Dir, b); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -1020,5 +1027,40 @@ func TestSize(t *testing.T) {
 	as := writeBatches(t, l, 20, 100)
 	if l.Size() != int64(len(concat(as))) || l.Size() != diskLogBytes(t, dir) {
 		t.Fatalf("Size %d, batches %d, disk %d", l.Size(), len(concat(as)), diskLogBytes(t, dir))
+	}
+}
+
+// TestOneDescriptorPerSegment: a log holds its segments' .log files open
+// and their indexes only once a lookup needs them, so an idle partition
+// costs one descriptor per segment (as in Kafka) rather than four; a
+// closed log holds none.
+func TestOneDescriptorPerSegment(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, Options{Dir: dir, SegmentBytes: 2 << 10, IndexIntervalBytes: 256})
+	as := writeBatches(t, l, 40, 100)
+	mustSync(t, l)
+	if l.Segments() < 3 {
+		t.Fatalf("%d segments; want several", l.Segments())
+	}
+	if open, _ := openFiles(t, dir); open != l.Segments() {
+		t.Fatalf("%d files open for %d segments after appends and rolls; want one each", open, l.Segments())
+	}
+	// A read from the middle of the first segment looks up its offset index.
+	mustRead(t, l, as[2].base, 1<<20, l.LogEndOffset())
+	if open, _ := openFiles(t, dir); open != l.Segments()+1 {
+		t.Fatalf("%d files open for %d segments after a lookup; want one more, the index read", open, l.Segments())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openTest(t, Options{Dir: dir, SegmentBytes: 2 << 10, IndexIntervalBytes: 256})
+	if open, _ := openFiles(t, dir); open != l2.Segments() {
+		t.Fatalf("%d files open for %d segments after recovery; want one each", open, l2.Segments())
+	}
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if open, _ := openFiles(t, dir); open != 0 {
+		t.Fatalf("%d files open after Close", open)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 const (
@@ -16,9 +18,9 @@ const (
 
 // ReadPartitionMetadata returns the topic id recorded in dir's
 // partition.metadata. A missing file yields an error matching fs.ErrNotExist.
-func ReadPartitionMetadata(dir string) (string, error) {
+func ReadPartitionMetadata(fsys vfs.FS, dir string) (string, error) {
 	path := filepath.Join(dir, metadataFile)
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(fsys, path)
 	if err != nil {
 		return "", fmt.Errorf("read partition metadata: %w", err)
 	}
@@ -47,9 +49,9 @@ func ReadPartitionMetadata(dir string) (string, error) {
 
 // writePartitionMetadata writes the file atomically: a torn file would make
 // the next start refuse the directory.
-func writePartitionMetadata(dir, topicID string, fsync bool) error {
+func writePartitionMetadata(fsys vfs.FS, dir, topicID string, fsync bool) error {
 	data := fmt.Sprintf("version: 0\ntopic_id: %s\n", topicID)
-	if err := writeFileAtomic(dir, metadataFile, []byte(data), fsync); err != nil {
+	if err := writeFileAtomic(fsys, dir, metadataFile, []byte(data), fsync); err != nil {
 		return fmt.Errorf("write partition metadata: %w", err)
 	}
 	return nil
@@ -59,10 +61,10 @@ func writePartitionMetadata(dir, topicID string, fsync bool) error {
 // a crash leaves the old file or the new one, never a torn one; with fsync
 // the new file is durable when it returns. Recovery removes a left-over
 // temporary file.
-func writeFileAtomic(dir, name string, data []byte, fsync bool) error {
+func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte, fsync bool) error {
 	tmp := filepath.Join(dir, name+tempSuffix)
 	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -74,22 +76,22 @@ func writeFileAtomic(dir, name string, data []byte, fsync bool) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = fsys.Rename(tmp, path)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		_ = fsys.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if fsync {
-		return syncDir(dir)
+		return fsys.SyncDir(dir)
 	}
 	return nil
 }
 
 // WriteFileAtomic replaces dir/name with data as a whole: written aside,
 // fsynced, renamed, and the directory fsynced (the fsyncs only with fsync).
-func WriteFileAtomic(dir, name string, data []byte, fsync bool) error {
-	return writeFileAtomic(dir, name, data, fsync)
+func WriteFileAtomic(fsys vfs.FS, dir, name string, data []byte, fsync bool) error {
+	return writeFileAtomic(fsys, dir, name, data, fsync)
 }
 
 // MarkerFile is the file by which a partition directory says that kafgres
@@ -113,29 +115,29 @@ func CreatingDir(dir string) string { return dir + creatingSuffix }
 // directory and its entry in the parent are all durable when CreateDir
 // returns, before anything can be appended (and acknowledged) there. dir
 // must not exist.
-func CreateDir(dir string, marker []byte, fsync bool) error {
-	return createDir(dir, marker, fsync, syncDir)
+func CreateDir(fsys vfs.FS, dir string, marker []byte, fsync bool) error {
+	return createDir(fsys, dir, marker, fsync, fsys.SyncDir)
 }
 
 // createDir is CreateDir with the directory fsync as a parameter, for tests.
-func createDir(dir string, marker []byte, fsync bool, syncDir func(string) error) error {
+func createDir(fsys vfs.FS, dir string, marker []byte, fsync bool, syncDir func(string) error) error {
 	tmp := CreatingDir(dir)
-	if err := RemoveMarkedDir(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := RemoveMarkedDir(fsys, tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	if err := os.Mkdir(tmp, 0o755); err != nil {
+	if err := fsys.Mkdir(tmp, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	if err := writeFileAtomic(tmp, MarkerFile, marker, fsync); err != nil {
-		_ = os.RemoveAll(tmp) // ours: created just now
+	if err := writeFileAtomic(fsys, tmp, MarkerFile, marker, fsync); err != nil {
+		_ = fsys.RemoveAll(tmp) // ours: created just now
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	if _, err := os.Lstat(dir); err == nil {
-		_ = os.RemoveAll(tmp)
+	if _, err := fsys.Lstat(dir); err == nil {
+		_ = fsys.RemoveAll(tmp)
 		return fmt.Errorf("create %s: %w", dir, fs.ErrExist)
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		_ = os.RemoveAll(tmp)
+	if err := fsys.Rename(tmp, dir); err != nil {
+		_ = fsys.RemoveAll(tmp)
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	if fsync {
@@ -148,8 +150,8 @@ func createDir(dir string, marker []byte, fsync bool, syncDir func(string) error
 
 // ReadMarker returns dir's MarkerFile; a missing file (or directory)
 // yields an error matching fs.ErrNotExist.
-func ReadMarker(dir string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(dir, MarkerFile))
+func ReadMarker(fsys vfs.FS, dir string) ([]byte, error) {
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, MarkerFile))
 	if err != nil {
 		return nil, fmt.Errorf("read marker: %w", err)
 	}
@@ -159,8 +161,8 @@ func ReadMarker(dir string) ([]byte, error) {
 // WriteMarker puts marker into the existing directory dir (adopting a
 // directory made before markers existed), atomically and, with fsync,
 // durably.
-func WriteMarker(dir string, marker []byte, fsync bool) error {
-	if err := writeFileAtomic(dir, MarkerFile, marker, fsync); err != nil {
+func WriteMarker(fsys vfs.FS, dir string, marker []byte, fsync bool) error {
+	if err := writeFileAtomic(fsys, dir, MarkerFile, marker, fsync); err != nil {
 		return fmt.Errorf("write marker: %w", err)
 	}
 	return nil
@@ -172,8 +174,8 @@ func WriteMarker(dir string, marker []byte, fsync bool) error {
 // fails. The marker is removed last, so a crash in the middle leaves a
 // directory that is still recognisably kafgres's and is removed again next
 // time.
-func RemoveMarkedDir(dir string) error {
-	entries, err := os.ReadDir(dir)
+func RemoveMarkedDir(fsys vfs.FS, dir string) error {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
@@ -193,14 +195,14 @@ func RemoveMarkedDir(dir string) error {
 		if e.Name() == MarkerFile {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+		if err := fsys.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 			return fmt.Errorf("remove %s: %w", dir, err)
 		}
 	}
-	if err := os.Remove(filepath.Join(dir, MarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := fsys.Remove(filepath.Join(dir, MarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
-	if err := os.Remove(dir); err != nil {
+	if err := fsys.Remove(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	return nil
@@ -218,4 +220,4 @@ const (
 var ErrNotMarked = errors.New("directory has no kafgres marker")
 
 // SyncDir fsyncs the directory dir, making the entries in it durable.
-func SyncDir(dir string) error { return syncDir(dir) }
+func SyncDir(fsys vfs.FS, dir string) error { return fsys.SyncDir(dir) }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // testNow is a clock close to the test batches' timestamps, so that a
@@ -30,10 +32,10 @@ func TestActiveSegmentWrittenAhead(t *testing.T) {
 	var syncs int
 	var sizesAtSync []int64
 	path := segmentPath(dir, 0, extLog)
-	opts := Options{Dir: dir, Fsync: true, syncActiveLog: func(f *os.File) error {
+	opts := Options{Dir: dir, Fsync: true, syncActiveLog: func(f vfs.File) error {
 		syncs++
 		sizesAtSync = append(sizesAtSync, fileSize(t, path))
-		return fdatasync(f)
+		return f.Datasync()
 	}}
 	l := openTest(t, opts)
 	var as []appended

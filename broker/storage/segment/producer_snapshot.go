@@ -27,10 +27,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 const (
@@ -138,8 +139,8 @@ func parseProducerSnapshotName(name string) (int64, bool) {
 
 // producerSnapshotOffsets lists the offsets of the snapshots in dir,
 // ascending.
-func producerSnapshotOffsets(dir string) ([]int64, error) {
-	entries, err := os.ReadDir(dir)
+func producerSnapshotOffsets(fsys vfs.FS, dir string) ([]int64, error) {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list producer snapshots: %w", err)
 	}
@@ -158,13 +159,15 @@ func producerSnapshotOffsets(dir string) ([]int64, error) {
 // at the same offset. It works on a closed log too: the broker writes one at
 // the log end on a clean shutdown, after the log is closed.
 func (l *Log) WriteProducerSnapshot(offset int64, entries []ProducerSnapshotEntry) error {
-	return writeFileAtomic(l.opts.Dir, producerSnapshotName(offset), EncodeProducerSnapshot(entries), l.opts.Fsync)
+	fsys := l.opts.FS
+	return writeFileAtomic(fsys, l.opts.Dir, producerSnapshotName(offset), EncodeProducerSnapshot(entries), l.opts.Fsync)
 }
 
 // ProducerSnapshotOffsets lists the offsets of the partition's producer
 // snapshots, ascending.
 func (l *Log) ProducerSnapshotOffsets() ([]int64, error) {
-	return producerSnapshotOffsets(l.opts.Dir)
+	fsys := l.opts.FS
+	return producerSnapshotOffsets(fsys, l.opts.Dir)
 }
 
 // LoadProducerSnapshot reads the newest producer snapshot between the log
@@ -172,10 +175,11 @@ func (l *Log) ProducerSnapshotOffsets() ([]int64, error) {
 // (Kafka's loadFromSnapshot) and the next older one tried; ok is false when
 // none is left, and the caller rebuilds from the log start.
 func (l *Log) LoadProducerSnapshot() (offset int64, entries []ProducerSnapshotEntry, ok bool) {
+	fsys := l.opts.FS
 	l.mu.RLock()
 	start, end := l.start, l.end
 	l.mu.RUnlock()
-	offs, err := producerSnapshotOffsets(l.opts.Dir)
+	offs, err := producerSnapshotOffsets(fsys, l.opts.Dir)
 	if err != nil {
 		l.logger.Warn("ignoring producer snapshots", "dir", l.opts.Dir, "error", err)
 		return 0, nil, false
@@ -186,7 +190,7 @@ func (l *Log) LoadProducerSnapshot() (offset int64, entries []ProducerSnapshotEn
 			continue
 		}
 		path := filepath.Join(l.opts.Dir, producerSnapshotName(off))
-		data, err := os.ReadFile(path)
+		data, err := vfs.ReadFile(fsys, path)
 		if err == nil {
 			entries, err = DecodeProducerSnapshot(data)
 		}
@@ -194,7 +198,7 @@ func (l *Log) LoadProducerSnapshot() (offset int64, entries []ProducerSnapshotEn
 			return off, entries, true
 		}
 		l.logger.Warn("deleting unreadable producer snapshot", "file", path, "error", err)
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.logger.Warn("delete producer snapshot", "file", path, "error", err)
 		}
 	}
@@ -206,7 +210,8 @@ func (l *Log) LoadProducerSnapshot() (offset int64, entries []ProducerSnapshotEn
 // end (a tail that recovery truncated). A failure is logged only: a stray
 // snapshot is skipped or deleted again by the next Open.
 func (l *Log) removeProducerSnapshotsOutside(start, end int64) {
-	offs, err := producerSnapshotOffsets(l.opts.Dir)
+	fsys := l.opts.FS
+	offs, err := producerSnapshotOffsets(fsys, l.opts.Dir)
 	if err != nil {
 		l.logger.Warn("clean up producer snapshots", "dir", l.opts.Dir, "error", err)
 		return
@@ -215,7 +220,7 @@ func (l *Log) removeProducerSnapshotsOutside(start, end int64) {
 		if off >= start && off <= end {
 			continue
 		}
-		if err := os.Remove(filepath.Join(l.opts.Dir, producerSnapshotName(off))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(filepath.Join(l.opts.Dir, producerSnapshotName(off))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.logger.Warn("delete producer snapshot", "dir", l.opts.Dir, "offset", off, "error", err)
 		}
 	}

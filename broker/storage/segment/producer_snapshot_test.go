@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 func testSnapshotEntries() []ProducerSnapshotEntry {
@@ -209,18 +211,18 @@ func TestProducerSnapshotsDeletedWithSegments(t *testing.T) {
 
 func TestEpochCheckpoint(t *testing.T) {
 	dir := t.TempDir()
-	if _, ok, err := ReadEpochCheckpoint(dir); ok || err != nil {
+	if _, ok, err := ReadEpochCheckpoint(vfs.OS, dir); ok || err != nil {
 		t.Fatalf("missing file: ok %v err %v", ok, err)
 	}
 	want := []EpochEntry{{0, 0}, {3, 100}, {4, 250}}
-	if err := WriteEpochCheckpoint(dir, want, true); err != nil {
+	if err := WriteEpochCheckpoint(vfs.OS, dir, want, true); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, EpochCheckpointFile))
 	if err != nil || string(data) != "0\n3\n0 0\n3 100\n4 250\n" {
 		t.Fatalf("file %q %v", data, err)
 	}
-	got, ok, err := ReadEpochCheckpoint(dir)
+	got, ok, err := ReadEpochCheckpoint(vfs.OS, dir)
 	if !ok || err != nil || !slices.Equal(got, want) {
 		t.Fatalf("read %v %v %v", got, ok, err)
 	}
@@ -228,7 +230,7 @@ func TestEpochCheckpoint(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, EpochCheckpointFile), []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok, err := ReadEpochCheckpoint(dir); ok || err == nil {
+		if _, ok, err := ReadEpochCheckpoint(vfs.OS, dir); ok || err == nil {
 			t.Errorf("%q: ok %v err %v, want an error", bad, ok, err)
 		}
 	}

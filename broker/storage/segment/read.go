@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // closedErr turns a read on a file closed by a concurrent Close into
@@ -69,7 +71,7 @@ func (l *Log) Read(offset int64, maxBytes int, limit int64) ([]byte, error) {
 	}
 
 	type span struct {
-		f      *os.File
+		f      vfs.File
 		pos, n int64
 	}
 	var (

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // Open opens or creates the partition log in opts.Dir and recovers it: the
@@ -32,6 +34,10 @@ func Open(opts Options) (*Log, error) {
 	if opts.now == nil {
 		opts.now = time.Now
 	}
+	if opts.FS == nil {
+		opts.FS = vfs.OS
+	}
+	fsys := opts.FS
 	if opts.sourceIndexMaxBytes <= 0 {
 		opts.sourceIndexMaxBytes = defaultSourceIndexMaxBytes
 	}
@@ -39,7 +45,7 @@ func Open(opts Options) (*Log, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	if err := checkTopicID(opts); err != nil {
@@ -75,13 +81,13 @@ func Open(opts Options) (*Log, error) {
 }
 
 func checkTopicID(opts Options) error {
-	id, err := ReadPartitionMetadata(opts.Dir)
+	id, err := ReadPartitionMetadata(opts.FS, opts.Dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if opts.TopicID == "" {
 			return nil
 		}
-		if err := writePartitionMetadata(opts.Dir, opts.TopicID, opts.Fsync); err != nil {
+		if err := writePartitionMetadata(opts.FS, opts.Dir, opts.TopicID, opts.Fsync); err != nil {
 			return fmt.Errorf("open log %s: %w", opts.Dir, err)
 		}
 		return nil
@@ -115,6 +121,7 @@ func parseSegmentName(name string) (base int64, ext string, ok bool) {
 }
 
 func (l *Log) recover() error {
+	fsys := l.opts.FS
 	dir := l.opts.Dir
 	// A clean interrupted by a crash is finished or undone first, so that
 	// what follows sees only whole segments.
@@ -122,7 +129,7 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("list directory: %w", err)
 	}
@@ -134,7 +141,7 @@ func (l *Log) recover() error {
 		if name == metadataTmp || name == startCheckpointTmp || name == archiveProgressTmp || name == epochCheckpointTmp ||
 			strings.HasSuffix(name, extProducerSnapshot+tempSuffix) {
 			// Left by a crash while writing; the real file is intact or absent.
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("remove %s: %w", name, err)
 			}
 			continue
@@ -153,7 +160,7 @@ func (l *Log) recover() error {
 	for _, name := range indexes {
 		if base, _, _ := parseSegmentName(name); !hasLog[base] {
 			l.logger.Warn("removing index without segment", "dir", dir, "file", name)
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("remove stray index: %w", err)
 			}
 			changed = true
@@ -168,7 +175,7 @@ func (l *Log) recover() error {
 	var kept []int64
 	sizes := map[int64]int64{}
 	for _, base := range bases {
-		fi, err := os.Stat(segmentPath(dir, base, extLog))
+		fi, err := fsys.Stat(segmentPath(dir, base, extLog))
 		if err != nil {
 			return fmt.Errorf("stat segment: %w", err)
 		}
@@ -187,7 +194,7 @@ func (l *Log) recover() error {
 		}
 		l.logger.Info("removing empty segment", "dir", dir, "base_offset", base)
 		for _, ext := range segmentExts {
-			if err := os.Remove(segmentPath(dir, base, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := fsys.Remove(segmentPath(dir, base, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("remove empty segment: %w", err)
 			}
 		}
@@ -195,7 +202,7 @@ func (l *Log) recover() error {
 	}
 
 	if len(kept) == 0 {
-		s, err := createSegment(dir, 0)
+		s, err := createSegment(fsys, dir, 0)
 		if err != nil {
 			return err
 		}
@@ -227,21 +234,18 @@ func (l *Log) recover() error {
 		return err
 	}
 	if (changed || reset) && l.opts.Fsync {
-		return syncDir(dir)
+		return fsys.SyncDir(dir)
 	}
 	return nil
 }
 
 // openIndexes opens the index files of s, creating the missing ones;
 // txnExisted says whether the transaction index was there.
-func openIndexes(s *segment) (txnExisted bool, err error) {
-	if s.idx, err = os.OpenFile(segmentPath(filepath.Dir(s.log.Name()), s.base, extIndex), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return false, fmt.Errorf("open index: %w", err)
-	}
-	if s.tidx, err = os.OpenFile(segmentPath(filepath.Dir(s.log.Name()), s.base, extTimeIndex), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return false, fmt.Errorf("open time index: %w", err)
-	}
-	return openTxnIndex(s, filepath.Dir(s.log.Name()))
+func openIndexes(fsys vfs.FS, s *segment) (txnExisted bool, err error) {
+	dir := filepath.Dir(s.log.Name())
+	s.idx = newLazyFile(fsys, segmentPath(dir, s.base, extIndex), os.O_RDWR|os.O_CREATE)
+	s.tidx = newLazyFile(fsys, segmentPath(dir, s.base, extTimeIndex), os.O_RDWR|os.O_CREATE)
+	return openTxnIndex(fsys, s, dir)
 }
 
 // openSealed opens a segment that is not the last one. Its data was fsynced
@@ -250,11 +254,12 @@ func openIndexes(s *segment) (txnExisted bool, err error) {
 // when an entry does not parse or lies outside the segment). The segments
 // before it are in l.segs already.
 func (l *Log) openSealed(base, size, nextBase int64) (s *segment, rebuilt bool, err error) {
+	fsys := l.opts.FS
 	s = newSegment(base)
-	if s.log, err = os.Open(segmentPath(l.opts.Dir, base, extLog)); err != nil {
+	if s.log, err = vfs.Open(fsys, segmentPath(l.opts.Dir, base, extLog)); err != nil {
 		return nil, false, fmt.Errorf("open segment: %w", err)
 	}
-	txnExisted, err := openIndexes(s)
+	txnExisted, err := openIndexes(fsys, s)
 	if err != nil {
 		return s, false, err
 	}
@@ -289,6 +294,7 @@ func (l *Log) openSealed(base, size, nextBase int64) (s *segment, rebuilt bool, 
 	}
 	st.idxMem, st.tidxMem, st.sealed = nil, nil, true
 	s.st = st
+	s.releaseIndexes()
 	return s, rebuilt, nil
 }
 
@@ -363,12 +369,13 @@ func (l *Log) rebuildSealed(s *segment, size, nextBase int64) (segState, error) 
 // that is whole, intact and in sequence, and rebuilds its indexes, the
 // transaction index included (the segments before it are in l.segs).
 func (l *Log) recoverActive(base, size int64) (*segment, error) {
+	fsys := l.opts.FS
 	s := newSegment(base)
 	var err error
-	if s.log, err = os.OpenFile(segmentPath(l.opts.Dir, base, extLog), os.O_RDWR, 0); err != nil {
+	if s.log, err = fsys.OpenFile(segmentPath(l.opts.Dir, base, extLog), os.O_RDWR, 0); err != nil {
 		return nil, fmt.Errorf("open segment: %w", err)
 	}
-	if _, err := openIndexes(s); err != nil {
+	if _, err := openIndexes(fsys, s); err != nil {
 		return s, err
 	}
 	st := newSegState(base)
@@ -464,5 +471,6 @@ func (l *Log) recoverActive(base, size int64) (*segment, error) {
 		return s, err
 	}
 	s.st = st
+	s.releaseIndexes() // in memory until the roll; the txn index reopens at its next marker
 	return s, nil
 }

@@ -9,7 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // The source index maps sourced batches to the position of the ordered
@@ -48,7 +49,7 @@ type SourcedBatch struct {
 
 // sourceIndex is the Log's handle on the source index, under Log.mu.
 type sourceIndex struct {
-	f       *os.File // nil until the first sourced append creates the file
+	f       vfs.File // nil until the first sourced append creates the file
 	size    int64    // bytes of whole entries whose batches are in the log
 	alloc   int64    // size of the file: size plus zeros written ahead
 	applied uint64   // largest source among those entries, 0 if none
@@ -160,11 +161,11 @@ func (l *Log) sourceEntries() int {
 	return int(l.src.size / sourceEntrySize)
 }
 
-func (l *Log) syncSource(f *os.File) error { return l.syncSourceWith(f, (*os.File).Sync) }
+func (l *Log) syncSource(f vfs.File) error { return l.syncSourceWith(f, vfs.File.Sync) }
 
 // syncSourceWith makes the source index durable with sync (fsync or
 // fdatasync), or with the test hook that replaces both.
-func (l *Log) syncSourceWith(f *os.File, sync func(*os.File) error) error {
+func (l *Log) syncSourceWith(f vfs.File, sync func(vfs.File) error) error {
 	var err error
 	if l.opts.syncSourceIndex != nil {
 		err = l.opts.syncSourceIndex(f)
@@ -182,11 +183,12 @@ func (l *Log) syncSourceWith(f *os.File, sync func(*os.File) error) error {
 // failed: the file may hold part of the entries, and after a failed fsync
 // nothing says which.
 func (l *Log) writeSourceEntries(entries []byte) error {
+	fsys := l.opts.FS
 	if l.src.f == nil {
 		path := filepath.Join(l.opts.Dir, sourceIndexFile)
 		// O_EXCL: Open opens an existing file, so one appearing here would
 		// mean the bookkeeping is wrong.
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return fmt.Errorf("create source index: %w", err)
 		}
@@ -194,7 +196,7 @@ func (l *Log) writeSourceEntries(entries []byte) error {
 		if l.opts.Fsync {
 			// Fsyncing the entries is worth nothing if the file itself can
 			// vanish in a crash while the batches' segment survives.
-			if err := syncDir(l.opts.Dir); err != nil {
+			if err := fsys.SyncDir(l.opts.Dir); err != nil {
 				l.err = err
 				return fmt.Errorf("create source index: %w", err)
 			}
@@ -222,31 +224,12 @@ func (l *Log) writeSourceEntries(entries []byte) error {
 		// fdatasync is enough: it also writes the file's size and blocks
 		// when they changed (when the file grew, or grew before a restart
 		// and is still not durable), and only then writes the inode.
-		if err := l.syncSourceWith(l.src.f, fdatasync); err != nil {
+		if err := l.syncSourceWith(l.src.f, vfs.File.Datasync); err != nil {
 			l.err = err
 			return err
 		}
 	}
 	return nil
-}
-
-func fdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			serr = syscall.Fdatasync(int(fd))
-			if serr != syscall.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return serr
 }
 
 // truncateSourceIndex cuts the source index to size bytes, durably when
@@ -274,12 +257,13 @@ func (l *Log) truncateSourceIndex(size int64) error {
 // belong to batches a crash tore off (or that were never written), and a
 // later batch at the same offset must not be credited to their source.
 func (l *Log) recoverSourceIndex() error {
+	fsys := l.opts.FS
 	dir := l.opts.Dir
 	// Left by a crash while compacting; the real file is intact.
-	if err := os.Remove(filepath.Join(dir, sourceIndexTmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := fsys.Remove(filepath.Join(dir, sourceIndexTmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", sourceIndexTmp, err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, sourceIndexFile), os.O_RDWR, 0)
+	f, err := fsys.OpenFile(filepath.Join(dir, sourceIndexFile), os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -354,7 +338,7 @@ func (l *Log) recoverSourceIndex() error {
 }
 
 // allZero says whether f holds only zero bytes in [from, to).
-func allZero(f *os.File, from, to int64) (bool, error) {
+func allZero(f vfs.File, from, to int64) (bool, error) {
 	buf := make([]byte, 64<<10)
 	for from < to {
 		n := min(int64(len(buf)), to-from)
@@ -425,9 +409,10 @@ func (l *Log) sourceTail() ([]byte, error) {
 // replaceSourceIndex atomically replaces the source index with tail: a crash
 // leaves either the old file or the new one, and both are valid.
 func (l *Log) replaceSourceIndex(tail []byte) error {
+	fsys := l.opts.FS
 	dir := l.opts.Dir
 	tmp := filepath.Join(dir, sourceIndexTmp)
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("compact source index: %w", err)
 	}
@@ -436,11 +421,11 @@ func (l *Log) replaceSourceIndex(tail []byte) error {
 		err = l.syncSource(f)
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, sourceIndexFile))
+		err = fsys.Rename(tmp, filepath.Join(dir, sourceIndexFile))
 	}
 	if err != nil {
 		_ = f.Close()
-		_ = os.Remove(tmp)
+		_ = fsys.Remove(tmp)
 		return fmt.Errorf("compact source index: %w", err)
 	}
 	// The open descriptor followed the file through the rename; the old
@@ -448,7 +433,7 @@ func (l *Log) replaceSourceIndex(tail []byte) error {
 	_ = l.src.f.Close()
 	l.src.f, l.src.size, l.src.alloc = f, int64(len(tail)), int64(len(tail))
 	if l.opts.Fsync {
-		if err := syncDir(dir); err != nil {
+		if err := fsys.SyncDir(dir); err != nil {
 			l.err = err
 			return fmt.Errorf("compact source index: %w", err)
 		}

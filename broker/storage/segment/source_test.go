@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 type sourceEntry struct {
@@ -442,7 +444,7 @@ func TestAppendSourcedOrderAndRolls(t *testing.T) {
 			var events []string
 			b0, _ := simpleBatch(0, 3, 1, 100)
 			opts := Options{Dir: dir, Fsync: fsync, SegmentBytes: int64(2 * len(b0))}
-			opts.syncSourceIndex = func(f *os.File) error {
+			opts.syncSourceIndex = func(f vfs.File) error {
 				b, err := os.ReadFile(f.Name())
 				if err != nil {
 					return err
@@ -505,7 +507,7 @@ func TestAppendSourcedIndexSyncFails(t *testing.T) {
 	dir := t.TempDir()
 	fail := false
 	opts := Options{Dir: dir, Fsync: true}
-	opts.syncSourceIndex = func(f *os.File) error {
+	opts.syncSourceIndex = func(f vfs.File) error {
 		if fail {
 			return errors.New("injected EIO")
 		}
@@ -685,7 +687,7 @@ func TestSourceIndexWritesAhead(t *testing.T) {
 			dir := t.TempDir()
 			opts := Options{Dir: dir, Fsync: fsync, sourceIndexMaxBytes: 4 * sourceIndexChunk}
 			syncs := 0
-			opts.syncSourceIndex = func(*os.File) error { syncs++; return nil } // speed: no real fsync
+			opts.syncSourceIndex = func(vfs.File) error { syncs++; return nil } // speed: no real fsync
 			l := openTest(t, opts)
 			path := filepath.Join(dir, sourceIndexFile)
 			perChunk := sourceIndexChunk / sourceEntrySize

@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // The transaction index (Kafka's TransactionIndex, <base>.txnindex) lists
@@ -265,18 +267,16 @@ func (l *Log) rebuildTxnIndex(s *segment, size int64, before []*segment) (int, e
 
 // openTxnIndex opens s's transaction index, creating it if missing; existed
 // says whether it was there.
-func openTxnIndex(s *segment, dir string) (existed bool, err error) {
+func openTxnIndex(fsys vfs.FS, s *segment, dir string) (existed bool, err error) {
 	path := segmentPath(dir, s.base, extTxnIndex)
-	if s.txn, err = os.OpenFile(path, os.O_RDWR, 0); err == nil {
-		return true, nil
+	s.txn = newLazyFile(fsys, path, os.O_RDWR|os.O_CREATE)
+	if _, err := fsys.Stat(path); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("open transaction index: %w", err)
+		}
+		return false, s.txn.ensure()
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("open transaction index: %w", err)
-	}
-	if s.txn, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return false, fmt.Errorf("open transaction index: %w", err)
-	}
-	return false, nil
+	return true, nil
 }
 
 // loadTxnIndex checks a sealed segment's transaction index and returns its
