@@ -10,8 +10,9 @@ package broker
 //   - long poll: waits up to MaxWaitMillis until MinBytes are available,
 //     woken when the high watermark moves (which is when the last stable
 //     offset moves too); returns at once when a partition has an error
-//   - no fetch sessions: the session id is always 0, so clients send full
-//     fetches; an incremental fetch gets FETCH_SESSION_ID_NOT_FOUND
+//   - fetch sessions (v7+, KIP-227; fetch_sessions.go): a full fetch with
+//     epoch 0 gets a session when there is a slot; incremental fetches
+//     name only what changed and are answered only what changed
 //   - LastStableOffset: the last stable offset (txn_state.go) in every
 //     answer, whatever the isolation level
 //   - read_committed (isolation 1): only batches below the last stable
@@ -41,11 +42,23 @@ import (
 )
 
 func handleFetch(ctx context.Context, b *Broker, cc *conn, req *kmsg.FetchRequest) (kmsg.Response, error) {
-	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
+	follower := req.ReplicaID >= 0 || (req.Version >= 15 && req.ReplicaState.ID >= 0)
+	fc, err := b.fetchSessions.begin(req, follower)
+	if err != nil {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		resp.ErrorCode = errorCode(err)
 		return resp, nil
 	}
+	resp, err := b.fetch(ctx, cc, fc.req)
+	if err != nil {
+		return nil, err
+	}
+	return b.fetchSessions.finish(fc, resp, follower), nil
+}
+
+// fetch answers a fetch of every partition of req (all of its session's
+// for an incremental fetch).
+func (b *Broker) fetch(ctx context.Context, cc *conn, req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	denied := b.fetchDenied(cc, req)
 

@@ -70,6 +70,8 @@ type Broker struct {
 	mapper    *principal.Mapper
 	sessions  *sessions
 
+	fetchSessions *fetchSessions // incremental fetch sessions (fetch_sessions.go)
+
 	// sourcePID is the producer id of the SQL source's Kafka transactions
 	// (sourced.go), -1 until one is needed; sourceMu guards it.
 	sourceMu  sync.Mutex
@@ -128,6 +130,7 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 		b.sourcePID = id
 	}
 	b.frameBudget = newBudget(cfg.QueuedMaxRequestBytes)
+	b.fetchSessions = newFetchSessions(max(cfg.FetchSessionCacheSlots, 0), time.Now)
 	// Large frame buffers kept for reuse: up to the request budget.
 	b.frames.bigMax = cfg.QueuedMaxRequestBytes
 	if b.frames.bigMax <= 0 {

@@ -69,6 +69,7 @@ func staticBrokerConfigs(cfg Config) map[string]string {
 		"transaction.remove.expired.transaction.cleanup.interval.ms":  strconv.FormatInt(cfg.TransactionRemoveExpiredInterval.Milliseconds(), 10),
 		"producer.id.expiration.ms":                                   strconv.FormatInt(cfg.ProducerIDExpiration.Milliseconds(), 10),
 		"log.cleaner.backoff.ms":                                      strconv.FormatInt(cfg.CleanerBackoff.Milliseconds(), 10),
+		"max.incremental.fetch.session.cache.slots":                   strconv.Itoa(max(cfg.FetchSessionCacheSlots, 0)),
 	}
 	for k, v := range securityConfigs(cfg) {
 		differs[k] = v

@@ -55,6 +55,11 @@ type Config struct {
 	// (AlterConfigs) overrides it, as in Kafka.
 	CleanerBackoff time.Duration
 
+	// FetchSessionCacheSlots is max.incremental.fetch.session.cache.slots:
+	// how many incremental fetch sessions the broker keeps (zero: Kafka's
+	// 1000; negative: none, every fetch is answered in full).
+	FetchSessionCacheSlots int
+
 	// SegmentArchiveCommand is kafgres.segment_archive_command: run through
 	// /bin/sh for every file of every sealed segment, as Postgres runs
 	// archive_command (broker/archiver.go). Empty: no archiving, and
@@ -189,6 +194,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.GroupMaxSessionTimeout == 0 {
 		c.GroupMaxSessionTimeout = 30 * time.Minute
+	}
+	if c.FetchSessionCacheSlots == 0 {
+		c.FetchSessionCacheSlots = defaultFetchSessionSlots
 	}
 	if c.GroupMaxSize == 0 {
 		c.GroupMaxSize = math.MaxInt32 // Kafka's default: no limit

@@ -50,6 +50,7 @@ bool		kafgres_fsync = true;
 int			kafgres_max_message_bytes = 1048588;
 int			kafgres_log_retention_check_interval = 300000;
 int			kafgres_log_cleaner_backoff = 15000;
+int			kafgres_fetch_session_cache_slots = 1000;
 char	   *kafgres_segment_archive_command = NULL;
 int			kafgres_producer_id_expiration = 86400000;
 int			kafgres_producer_id_expiration_check_interval = 600000;
@@ -339,6 +340,14 @@ _PG_init(void)
 							&kafgres_log_cleaner_backoff,
 							15000, 1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kafgres.max_incremental_fetch_session_cache_slots",
+							"How many incremental fetch sessions the broker keeps.",
+							"Kafka's max.incremental.fetch.session.cache.slots; 0 turns fetch sessions off.",
+							&kafgres_fetch_session_cache_slots,
+							1000, 0, INT_MAX,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("kafgres.segment_archive_command",

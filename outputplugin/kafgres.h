@@ -32,6 +32,7 @@ extern bool kafgres_fsync;
 extern int	kafgres_max_message_bytes;
 extern int	kafgres_log_retention_check_interval;
 extern int	kafgres_log_cleaner_backoff;
+extern int	kafgres_fetch_session_cache_slots;
 extern char *kafgres_segment_archive_command;
 extern int	kafgres_producer_id_expiration;
 extern int	kafgres_producer_id_expiration_check_interval;

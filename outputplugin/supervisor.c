@@ -362,6 +362,8 @@ build_broker_command(void)
 								  kafgres_log_retention_check_interval));
 	args = lappend(args, psprintf("--log-cleaner-backoff=%dms",
 								  kafgres_log_cleaner_backoff));
+	args = lappend(args, psprintf("--max-incremental-fetch-session-cache-slots=%d",
+								  kafgres_fetch_session_cache_slots));
 	args = lappend(args, psprintf("--segment-archive-command=%s",
 								  kafgres_segment_archive_command ? kafgres_segment_archive_command : ""));
 	args = lappend(args, psprintf("--producer-id-expiration=%dms",

@@ -76,6 +76,19 @@ func run() error {
 	flag.DurationVar(&cfg.TransactionRemoveExpiredInterval, "transaction-remove-expired-interval", time.Hour, "how often expired transactional ids are forgotten (Kafka's transaction.remove.expired.transaction.cleanup.interval.ms)")
 	flag.StringVar(&cfg.SegmentArchiveCommand, "segment-archive-command", "", "shell command archiving each sealed segment file, as Postgres's archive_command: %p path, %f <topic>-<partition>-<file name>, %% a percent sign; empty: no archiving")
 	flag.DurationVar(&cfg.CleanerBackoff, "log-cleaner-backoff", 15*time.Second, "how often the log cleaner looks for compacted partitions to clean (Kafka's log.cleaner.backoff.ms, static; a dynamic value overrides it)")
+	flag.Func("max-incremental-fetch-session-cache-slots", "how many incremental fetch sessions are kept (Kafka's max.incremental.fetch.session.cache.slots; default 1000); 0: none", func(v string) error {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			return err
+		case n < 0:
+			return fmt.Errorf("%d is negative", n)
+		case n == 0:
+			n = -1 // broker.Config's zero is Kafka's default
+		}
+		cfg.FetchSessionCacheSlots = n
+		return nil
+	})
 	flag.DurationVar(&cfg.RetentionCheckInterval, "log-retention-check-interval", 5*time.Minute, "how often segments past their topic's retention are deleted (Kafka's log.retention.check.interval.ms)")
 	flag.Func("socket-request-max-bytes", "largest request frame accepted, in bytes (Kafka's socket.request.max.bytes; default 104857600)", func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)
