@@ -1,0 +1,166 @@
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/storage/table"
+	"github.com/kafgres/kafgres/tests/harness"
+)
+
+// TestTableEngineAppendRead: the table engine's start (issue #15) against
+// a real Postgres: appends are invisible until Sync commits them, then
+// read back byte for byte with segment.Log's Read rules (the batch holding
+// the offset first, whole batches, the byte and limit bounds), spread over
+// leaf tables rolled by size, and found again by a reopened log.
+func TestTableEngineAppendRead(t *testing.T) {
+	c := harness.Start(t)
+	ctx := ctxT(t)
+	c.CreateTopic(t, "tbl", 1)
+	conn := c.Conn(t)
+	var topicID int64
+	if err := conn.QueryRow(ctx, "SELECT topic_id FROM kafgres.topic WHERE name = 'tbl'").Scan(&topicID); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	opts := table.Options{Pool: pool, TopicID: topicID, SegmentBytes: 1000}
+	l, err := table.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.LogEndOffset() != 0 || l.Segments() != 0 {
+		t.Fatalf("new log: end %d, %d leaves", l.LogEndOffset(), l.Segments())
+	}
+
+	// 30 batches of 3 records, of growing sizes, several to a leaf.
+	var want [][]byte
+	for i := range 30 {
+		b := batch(-1, 0, 0, 3, strings.Repeat("v", 10+4*i))
+		base, err := l.Append(b, 7)
+		if err != nil || base != int64(3*i) {
+			t.Fatalf("append %d: base %d, %v", i, base, err)
+		}
+		want = append(want, b) // stamped by Append
+	}
+	rowCount := func() (n int) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM kafgres.log_batch WHERE topic_id = $1", topicID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := rowCount(); n != 0 || l.DurableEnd() != 0 || l.LogEndOffset() != 90 {
+		t.Fatalf("before Sync: %d rows, durable end %d, log end %d", n, l.DurableEnd(), l.LogEndOffset())
+	}
+	if data, err := l.Read(0, 1<<20, 90); err != nil || len(data) != 0 {
+		t.Fatalf("read before Sync: %d bytes, %v", len(data), err)
+	}
+	if end, err := l.Sync(); err != nil || end != 90 {
+		t.Fatalf("sync: %d, %v", end, err)
+	}
+	if n := rowCount(); n != 30 {
+		t.Fatalf("after Sync: %d rows, want 30", n)
+	}
+
+	// The header columns are the batches' headers.
+	rows, err := conn.Query(ctx, `SELECT base_offset, last_offset, leader_epoch, producer_id, octet_length(batch)
+		FROM kafgres.log_batch WHERE topic_id = $1 ORDER BY last_offset`, topicID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for rows.Next() {
+		var base, last, pid int64
+		var epoch, size int32
+		if err := rows.Scan(&base, &last, &epoch, &pid, &size); err != nil {
+			t.Fatal(err)
+		}
+		if base != int64(3*i) || last != base+2 || epoch != 7 || pid != -1 || int(size) != len(want[i]) {
+			t.Fatalf("row %d: base %d last %d epoch %d producer %d size %d", i, base, last, epoch, pid, size)
+		}
+		i++
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+
+	leaves := l.Segments()
+	var attached int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_inherits WHERE inhparent = $1::regclass",
+		fmt.Sprintf("kafgres.log_batch_%d_0", topicID)).Scan(&attached); err != nil {
+		t.Fatal(err)
+	}
+	if leaves < 3 || attached != leaves {
+		t.Fatalf("%d leaves in the log, %d attached, want several", leaves, attached)
+	}
+
+	cat := func(bs [][]byte) []byte { return bytes.Join(bs, nil) }
+	checkRead := func(l *table.Log, what string, offset int64, maxBytes int, limit int64, want []byte) {
+		t.Helper()
+		got, err := l.Read(offset, maxBytes, limit)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
+		}
+		// Stamping left every batch valid (both fields are outside the CRC).
+		for len(got) > 0 {
+			h, err := segment.ParseBatchHeader(got)
+			if err == nil {
+				_, err = segment.ValidateStoredBatch(got[:min(int(h.Length), len(got))])
+			}
+			if err != nil {
+				t.Fatalf("%s: stored batch at %d: %v", what, h.BaseOffset, err)
+			}
+			got = got[h.Length:]
+		}
+	}
+	checkRead(l, "everything", 0, 1<<20, 90, cat(want))
+	checkRead(l, "from inside the second batch", 4, 1<<20, 90, cat(want[1:]))
+	checkRead(l, "a first batch larger than maxBytes", 4, 1, 90, want[1])
+	checkRead(l, "as many as fit", 3, len(want[1])+len(want[2])+len(want[3])-1, 90, cat(want[1:3]))
+	checkRead(l, "below a limit", 0, 1<<20, 7, cat(want[:3]))
+	checkRead(l, "at the log end", 90, 1<<20, 90, nil)
+	if _, err := l.Read(91, 1<<20, 90); !errors.Is(err, segment.ErrOffsetOutOfRange) {
+		t.Fatalf("read past the end: %v", err)
+	}
+
+	size := l.Size()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(batch(-1, 0, 0, 1, "late"), 7); !errors.Is(err, segment.ErrClosed) {
+		t.Fatalf("append after Close: %v", err)
+	}
+
+	// A reopened log finds the same log and goes on from its end.
+	l, err = table.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.LogEndOffset() != 90 || l.DurableEnd() != 90 || l.Segments() != leaves || l.Size() != size {
+		t.Fatalf("reopened: end %d, durable %d, %d leaves (want %d), %d bytes (want %d)",
+			l.LogEndOffset(), l.DurableEnd(), l.Segments(), leaves, l.Size(), size)
+	}
+	checkRead(l, "everything, reopened", 0, 1<<20, 90, cat(want))
+	more := batch(-1, 0, 0, 2, "more")
+	if base, err := l.Append(more, 8); err != nil || base != 90 {
+		t.Fatalf("append after reopen: %d, %v", base, err)
+	}
+	if end, err := l.Sync(); err != nil || end != 92 {
+		t.Fatalf("sync after reopen: %d, %v", end, err)
+	}
+	checkRead(l, "the new batch", 90, 1<<20, 92, more)
+}
