@@ -164,3 +164,160 @@ func TestTableEngineAppendRead(t *testing.T) {
 	}
 	checkRead(l, "the new batch", 90, 1<<20, 92, more)
 }
+
+// TestTableEngineFailedSync: a Sync whose transaction fails (here: the
+// leaf it must create is in the way) commits nothing of what it held, the
+// log then refuses appends as segment.Log does after a failed fsync, and
+// a reopened log ends where the last successful Sync did and goes on.
+func TestTableEngineFailedSync(t *testing.T) {
+	c := harness.Start(t)
+	ctx := ctxT(t)
+	c.CreateTopic(t, "tblfail", 1)
+	conn := c.Conn(t)
+	var topicID int64
+	if err := conn.QueryRow(ctx, "SELECT topic_id FROM kafgres.topic WHERE name = 'tblfail'").Scan(&topicID); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// Every batch is larger than a leaf may hold: each starts a leaf.
+	opts := table.Options{Pool: pool, TopicID: topicID, SegmentBytes: 100}
+	l, err := table.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := batch(-1, 0, 0, 3, strings.Repeat("a", 100))
+	if _, err := l.Append(first, 1); err != nil {
+		t.Fatal(err)
+	}
+	if end, err := l.Sync(); err != nil || end != 3 {
+		t.Fatalf("sync: %d, %v", end, err)
+	}
+	blocker := fmt.Sprintf("kafgres.log_batch_%d_0_3", topicID)
+	c.Exec(t, "CREATE TABLE "+blocker+" (x int)")
+	if base, err := l.Append(batch(-1, 0, 0, 3, strings.Repeat("b", 100)), 1); err != nil || base != 3 {
+		t.Fatalf("append: %d, %v", base, err)
+	}
+	if _, err := l.Sync(); err == nil || errors.Is(err, segment.ErrClosed) {
+		t.Fatalf("sync into a leaf that is in the way: %v, want the failure", err)
+	}
+	if l.DurableEnd() != 3 {
+		t.Fatalf("durable end %d after the failed sync, want 3", l.DurableEnd())
+	}
+	if _, err := l.Append(batch(-1, 0, 0, 1, "c"), 1); err == nil {
+		t.Fatal("append after a failed sync succeeded")
+	}
+	if data, err := l.Read(0, 1<<20, 6); err != nil || !bytes.Equal(data, first) {
+		t.Fatalf("read after the failed sync: %d bytes, %v", len(data), err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM kafgres.log_batch WHERE topic_id = $1", topicID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows (%v), want the first batch's only", n, err)
+	}
+	l.Close()
+
+	c.Exec(t, "DROP TABLE "+blocker)
+	l, err = table.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.LogEndOffset() != 3 || l.Segments() != 1 {
+		t.Fatalf("reopened: end %d, %d leaves; want 3, 1", l.LogEndOffset(), l.Segments())
+	}
+	again := batch(-1, 0, 0, 3, strings.Repeat("d", 100))
+	if base, err := l.Append(again, 2); err != nil || base != 3 {
+		t.Fatalf("append after reopen: %d, %v", base, err)
+	}
+	if end, err := l.Sync(); err != nil || end != 6 || l.Segments() != 2 {
+		t.Fatalf("sync after reopen: %d, %v, %d leaves", end, err, l.Segments())
+	}
+	if data, err := l.Read(0, 1<<20, 6); err != nil || !bytes.Equal(data, append(append([]byte(nil), first...), again...)) {
+		t.Fatalf("read after reopen: %d bytes, %v", len(data), err)
+	}
+}
+
+// TestTableEngineReadsDuringAppends: readers running beside appends and
+// syncs always find every batch below the durable end they saw, and
+// nothing above it: DurableEnd only moves once the rows are committed.
+func TestTableEngineReadsDuringAppends(t *testing.T) {
+	c := harness.Start(t)
+	ctx := ctxT(t)
+	c.CreateTopic(t, "tblconc", 1)
+	var topicID int64
+	if err := c.Conn(t).QueryRow(ctx, "SELECT topic_id FROM kafgres.topic WHERE name = 'tblconc'").Scan(&topicID); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	l, err := table.Open(ctx, table.Options{Pool: pool, TopicID: topicID, SegmentBytes: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	done := make(chan struct{})
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			reads := 0
+			for {
+				select {
+				case <-done:
+					if reads == 0 {
+						errs <- errors.New("no read ran")
+						return
+					}
+					errs <- nil
+					return
+				default:
+				}
+				durable := l.DurableEnd()
+				data, err := l.Read(0, 1<<20, durable+100)
+				if err != nil {
+					errs <- err
+					return
+				}
+				next := int64(0)
+				for len(data) > 0 {
+					h, err := segment.ParseBatchHeader(data)
+					if err != nil || h.BaseOffset != next {
+						errs <- fmt.Errorf("batch at %d (%v), want %d", h.BaseOffset, err, next)
+						return
+					}
+					next, data = h.LastOffset()+1, data[h.Length:]
+				}
+				if after := l.DurableEnd(); next < durable || next > after {
+					errs <- fmt.Errorf("read up to %d, outside the durable ends %d and %d seen before and after", next, durable, after)
+					return
+				}
+				reads++
+			}
+		}()
+	}
+	for i := range 200 {
+		if _, err := l.Append(batch(-1, 0, 0, 2, fmt.Sprintf("value %d", i)), 1); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 9 {
+			if _, err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(done)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.DurableEnd() != 400 {
+		t.Fatalf("durable end %d, want 400", l.DurableEnd())
+	}
+}
