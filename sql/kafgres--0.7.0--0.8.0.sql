@@ -115,3 +115,24 @@ END
 $$;
 COMMENT ON FUNCTION kafgres.log_add_segment(bigint, int, bigint) IS 'adds a segment (a leaf table) to a partition of the table engine';
 REVOKE ALL ON FUNCTION kafgres.log_add_segment(bigint, int, bigint) FROM PUBLIC;
+
+/*
+ * kafgres.log_drop_segment(topic_id, partition, segment_base): drops a
+ * leaf, once the broker has committed a log start offset at or past its
+ * end (retention, DeleteRecords). Dropping a partition takes ACCESS
+ * EXCLUSIVE on the partition's table for an instant; DETACH PARTITION
+ * CONCURRENTLY would not, but it cannot run inside a function.
+ */
+CREATE FUNCTION kafgres.log_drop_segment(p_topic_id bigint, p_partition int, p_segment_base bigint)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE format('DROP TABLE IF EXISTS kafgres.%I',
+                   'log_batch_' || p_topic_id || '_' || p_partition || '_' || p_segment_base);
+END
+$$;
+COMMENT ON FUNCTION kafgres.log_drop_segment(bigint, int, bigint) IS 'drops a segment (a leaf table) of a partition of the table engine';
+REVOKE ALL ON FUNCTION kafgres.log_drop_segment(bigint, int, bigint) FROM PUBLIC;

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
@@ -14,18 +16,21 @@ import (
 	"github.com/kafgres/kafgres/tests/harness"
 )
 
-// TestTableEngineAppendRead: the table engine's start (issue #15) against
-// a real Postgres: appends are invisible until Sync commits them, then
-// read back byte for byte with segment.Log's Read rules (the batch holding
-// the offset first, whole batches, the byte and limit bounds), spread over
-// leaf tables rolled by size, and found again by a reopened log.
-func TestTableEngineAppendRead(t *testing.T) {
+// tableFixture is a topic of one partition on a cluster of its own, and
+// what opens its log with the table engine.
+type tableFixture struct {
+	conn    *pgx.Conn
+	topicID int64
+	opts    table.Options
+}
+
+func newTableFixture(t *testing.T, segmentBytes int64) *tableFixture {
+	t.Helper()
 	c := harness.Start(t)
 	ctx := ctxT(t)
 	c.CreateTopic(t, "tbl", 1)
-	conn := c.Conn(t)
-	var topicID int64
-	if err := conn.QueryRow(ctx, "SELECT topic_id FROM kafgres.topic WHERE name = 'tbl'").Scan(&topicID); err != nil {
+	f := &tableFixture{conn: c.Conn(t)}
+	if err := f.conn.QueryRow(ctx, "SELECT topic_id FROM kafgres.topic WHERE name = 'tbl'").Scan(&f.topicID); err != nil {
 		t.Fatal(err)
 	}
 	pool, err := pgxpool.New(ctx, c.DSN())
@@ -33,11 +38,48 @@ func TestTableEngineAppendRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	opts := table.Options{Pool: pool, TopicID: topicID, SegmentBytes: 1000}
-	l, err := table.Open(ctx, opts)
+	f.opts = table.Options{Pool: pool, TopicID: f.topicID, SegmentBytes: segmentBytes}
+	return f
+}
+
+func (f *tableFixture) open(t *testing.T) *table.Log {
+	t.Helper()
+	l, err := table.Open(ctxT(t), f.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// count is the first column of query's one row, $1 being the topic id.
+func (f *tableFixture) count(t *testing.T, query string) int {
+	t.Helper()
+	var n int
+	if err := f.conn.QueryRow(ctxT(t), query, f.topicID).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// rows counts the partition's rows in kafgres.log_batch.
+func (f *tableFixture) rows(t *testing.T) int {
+	return f.count(t, "SELECT count(*) FROM kafgres.log_batch WHERE topic_id = $1")
+}
+
+// leaves counts the leaf tables attached under the partition's table.
+func (f *tableFixture) leaves(t *testing.T) int {
+	return f.count(t, "SELECT count(*) FROM pg_inherits WHERE inhparent = format('kafgres.log_batch_%s_0', $1::bigint)::regclass")
+}
+
+// TestTableEngineAppendRead: the table engine's start (issue #15) against
+// a real Postgres: appends are invisible until Sync commits them, then
+// read back byte for byte with segment.Log's Read rules (the batch holding
+// the offset first, whole batches, the byte and limit bounds), spread over
+// leaf tables rolled by size, and found again by a reopened log.
+func TestTableEngineAppendRead(t *testing.T) {
+	f := newTableFixture(t, 1000)
+	ctx, conn, topicID := ctxT(t), f.conn, f.topicID
+	l := f.open(t)
 	if l.LogEndOffset() != 0 || l.Segments() != 0 {
 		t.Fatalf("new log: end %d, %d leaves", l.LogEndOffset(), l.Segments())
 	}
@@ -52,14 +94,7 @@ func TestTableEngineAppendRead(t *testing.T) {
 		}
 		want = append(want, b) // stamped by Append
 	}
-	rowCount := func() (n int) {
-		t.Helper()
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM kafgres.log_batch WHERE topic_id = $1", topicID).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	if n := rowCount(); n != 0 || l.DurableEnd() != 0 || l.LogEndOffset() != 90 {
+	if n := f.rows(t); n != 0 || l.DurableEnd() != 0 || l.LogEndOffset() != 90 {
 		t.Fatalf("before Sync: %d rows, durable end %d, log end %d", n, l.DurableEnd(), l.LogEndOffset())
 	}
 	if data, err := l.Read(0, 1<<20, 90); err != nil || len(data) != 0 {
@@ -68,7 +103,7 @@ func TestTableEngineAppendRead(t *testing.T) {
 	if end, err := l.Sync(); err != nil || end != 90 {
 		t.Fatalf("sync: %d, %v", end, err)
 	}
-	if n := rowCount(); n != 30 {
+	if n := f.rows(t); n != 30 {
 		t.Fatalf("after Sync: %d rows, want 30", n)
 	}
 
@@ -94,12 +129,7 @@ func TestTableEngineAppendRead(t *testing.T) {
 		t.Fatal(rows.Err())
 	}
 
-	leaves := l.Segments()
-	var attached int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_inherits WHERE inhparent = $1::regclass",
-		fmt.Sprintf("kafgres.log_batch_%d_0", topicID)).Scan(&attached); err != nil {
-		t.Fatal(err)
-	}
+	leaves, attached := l.Segments(), f.leaves(t)
 	if leaves < 3 || attached != leaves {
 		t.Fatalf("%d leaves in the log, %d attached, want several", leaves, attached)
 	}
@@ -145,10 +175,7 @@ func TestTableEngineAppendRead(t *testing.T) {
 	}
 
 	// A reopened log finds the same log and goes on from its end.
-	l, err = table.Open(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l = f.open(t)
 	defer l.Close()
 	if l.LogEndOffset() != 90 || l.DurableEnd() != 90 || l.Segments() != leaves || l.Size() != size {
 		t.Fatalf("reopened: end %d, durable %d, %d leaves (want %d), %d bytes (want %d)",
@@ -170,25 +197,9 @@ func TestTableEngineAppendRead(t *testing.T) {
 // log then refuses appends as segment.Log does after a failed fsync, and
 // a reopened log ends where the last successful Sync did and goes on.
 func TestTableEngineFailedSync(t *testing.T) {
-	c := harness.Start(t)
-	ctx := ctxT(t)
-	c.CreateTopic(t, "tblfail", 1)
-	conn := c.Conn(t)
-	var topicID int64
-	if err := conn.QueryRow(ctx, "SELECT topic_id FROM kafgres.topic WHERE name = 'tblfail'").Scan(&topicID); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, c.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	// Every batch is larger than a leaf may hold: each starts a leaf.
-	opts := table.Options{Pool: pool, TopicID: topicID, SegmentBytes: 100}
-	l, err := table.Open(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newTableFixture(t, 100)
+	l := f.open(t)
 	first := batch(-1, 0, 0, 3, strings.Repeat("a", 100))
 	if _, err := l.Append(first, 1); err != nil {
 		t.Fatal(err)
@@ -196,8 +207,10 @@ func TestTableEngineFailedSync(t *testing.T) {
 	if end, err := l.Sync(); err != nil || end != 3 {
 		t.Fatalf("sync: %d, %v", end, err)
 	}
-	blocker := fmt.Sprintf("kafgres.log_batch_%d_0_3", topicID)
-	c.Exec(t, "CREATE TABLE "+blocker+" (x int)")
+	blocker := fmt.Sprintf("kafgres.log_batch_%d_0_3", f.topicID)
+	if _, err := f.conn.Exec(ctxT(t), "CREATE TABLE "+blocker+" (x int)"); err != nil {
+		t.Fatal(err)
+	}
 	if base, err := l.Append(batch(-1, 0, 0, 3, strings.Repeat("b", 100)), 1); err != nil || base != 3 {
 		t.Fatalf("append: %d, %v", base, err)
 	}
@@ -213,17 +226,15 @@ func TestTableEngineFailedSync(t *testing.T) {
 	if data, err := l.Read(0, 1<<20, 6); err != nil || !bytes.Equal(data, first) {
 		t.Fatalf("read after the failed sync: %d bytes, %v", len(data), err)
 	}
-	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM kafgres.log_batch WHERE topic_id = $1", topicID).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("%d rows (%v), want the first batch's only", n, err)
+	if n := f.rows(t); n != 1 {
+		t.Fatalf("%d rows, want the first batch's only", n)
 	}
 	l.Close()
 
-	c.Exec(t, "DROP TABLE "+blocker)
-	l, err = table.Open(ctx, opts)
-	if err != nil {
+	if _, err := f.conn.Exec(ctxT(t), "DROP TABLE "+blocker); err != nil {
 		t.Fatal(err)
 	}
+	l = f.open(t)
 	defer l.Close()
 	if l.LogEndOffset() != 3 || l.Segments() != 1 {
 		t.Fatalf("reopened: end %d, %d leaves; want 3, 1", l.LogEndOffset(), l.Segments())
@@ -244,22 +255,7 @@ func TestTableEngineFailedSync(t *testing.T) {
 // syncs always find every batch below the durable end they saw, and
 // nothing above it: DurableEnd only moves once the rows are committed.
 func TestTableEngineReadsDuringAppends(t *testing.T) {
-	c := harness.Start(t)
-	ctx := ctxT(t)
-	c.CreateTopic(t, "tblconc", 1)
-	var topicID int64
-	if err := c.Conn(t).QueryRow(ctx, "SELECT topic_id FROM kafgres.topic WHERE name = 'tblconc'").Scan(&topicID); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, c.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	l, err := table.Open(ctx, table.Options{Pool: pool, TopicID: topicID, SegmentBytes: 4000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newTableFixture(t, 4000).open(t)
 	defer l.Close()
 
 	done := make(chan struct{})
@@ -320,4 +316,114 @@ func TestTableEngineReadsDuringAppends(t *testing.T) {
 	if l.DurableEnd() != 400 {
 		t.Fatalf("durable end %d, want 400", l.DurableEnd())
 	}
+}
+
+// TestTableEngineLogStart: DeleteRecords and retention move the log start
+// with segment.Log's rules and drop whole leaf tables below it (no row is
+// deleted); a leaf still holding uncommitted batches stays, a log may lose
+// every leaf and go on, and a reopened log drops the leaves a crash left
+// below its committed start.
+func TestTableEngineLogStart(t *testing.T) {
+	// One-record batches, two to a leaf: leaves at 0, 2, 4, ...
+	f := newTableFixture(t, 400)
+	l := f.open(t)
+	one := len(batch(-1, 0, 0, 1, strings.Repeat("x", 100)))
+	for i := range 20 {
+		if _, err := l.Append(batch(-1, 0, 0, 1, strings.Repeat("x", 100)), 1); err != nil {
+			t.Fatal(err)
+		}
+		if i == 19 {
+			if _, err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	state := func() int {
+		return f.count(t, "SELECT log_start_offset FROM kafgres.log_state WHERE topic_id = $1")
+	}
+	check := func(what string, start, end int64, leaves int) {
+		t.Helper()
+		if l.LogStartOffset() != start || l.LogEndOffset() != end || l.Segments() != leaves ||
+			f.leaves(t) != leaves || state() != int(start) {
+			t.Fatalf("%s: log [%d, %d) with %d leaves (%d attached), start %d committed; want [%d, %d) with %d",
+				what, l.LogStartOffset(), l.LogEndOffset(), l.Segments(), f.leaves(t), state(), start, end, leaves)
+		}
+	}
+	check("written", 0, 20, 10)
+
+	if got, err := l.DeleteRecordsBefore(5); err != nil || got != 5 {
+		t.Fatalf("delete records before 5: %d, %v", got, err)
+	}
+	check("records deleted before 5", 5, 20, 8)
+	if n := f.rows(t); n != 16 {
+		t.Fatalf("%d rows after DeleteRecords, want 16 (the leaf holding 5 stays whole)", n)
+	}
+	if _, err := l.Read(4, 1<<20, 20); !errors.Is(err, segment.ErrOffsetOutOfRange) {
+		t.Fatalf("read below the start: %v", err)
+	}
+	if data, err := l.Read(5, 1<<20, 20); err != nil || len(data) != 15*one {
+		t.Fatalf("read from the start: %d bytes, %v; want %d", len(data), err, 15*one)
+	}
+	if got, err := l.DeleteRecordsBefore(3); err != nil || got != 5 {
+		t.Fatalf("delete records below the start: %d, %v", got, err)
+	}
+	if _, err := l.DeleteRecordsBefore(21); !errors.Is(err, segment.ErrOffsetOutOfRange) {
+		t.Fatalf("delete records past the end: %v", err)
+	}
+
+	// By size: the oldest leaves go while three remain (6 batches).
+	if n, err := l.ApplyRetention(segment.Retention{Ms: -1, Bytes: int64(6 * one)}, time.Now()); err != nil || n != 5 {
+		t.Fatalf("retention by size: %d leaves, %v; want 5", n, err)
+	}
+	check("retention by size", 14, 20, 3)
+	if n, err := l.ApplyRetention(segment.Retention{Ms: time.Hour.Milliseconds(), Bytes: -1}, time.Now()); err != nil || n != 0 {
+		t.Fatalf("retention by time, nothing old: %d, %v", n, err)
+	}
+
+	// By time: every leaf is old an hour from now, but the one holding a
+	// batch not yet committed stays, and its Sync still lands.
+	later := time.Now().Add(time.Hour)
+	if base, err := l.Append(batch(-1, 0, 0, 1, strings.Repeat("y", 100)), 1); err != nil || base != 20 {
+		t.Fatalf("append: %d, %v", base, err)
+	}
+	if n, err := l.ApplyRetention(segment.Retention{Ms: 0, Bytes: -1}, later); err != nil || n != 3 {
+		t.Fatalf("retention by time: %d leaves, %v; want 3", n, err)
+	}
+	if end, err := l.Sync(); err != nil || end != 21 {
+		t.Fatalf("sync after retention: %d, %v", end, err)
+	}
+	check("retention by time", 20, 21, 1)
+
+	// Now every leaf goes; the next append starts one.
+	if n, err := l.ApplyRetention(segment.Retention{Ms: 0, Bytes: -1}, later); err != nil || n != 1 {
+		t.Fatalf("retention of the last leaf: %d, %v", n, err)
+	}
+	check("no leaf left", 21, 21, 0)
+	if n := f.rows(t); n != 0 {
+		t.Fatalf("%d rows left", n)
+	}
+	last := batch(-1, 0, 0, 1, "z")
+	if base, err := l.Append(last, 1); err != nil || base != 21 {
+		t.Fatalf("append to an emptied log: %d, %v", base, err)
+	}
+	if end, err := l.Sync(); err != nil || end != 22 {
+		t.Fatalf("sync: %d, %v", end, err)
+	}
+	if data, err := l.Read(21, 1<<20, 22); err != nil || !bytes.Equal(data, last) {
+		t.Fatalf("read: %d bytes, %v", len(data), err)
+	}
+	l.Close()
+
+	l = f.open(t)
+	check("reopened", 21, 22, 1)
+	l.Close()
+
+	// A start committed with the leaves below it not yet dropped (a crash
+	// between the two): Open drops them.
+	if _, err := f.conn.Exec(ctxT(t), "UPDATE kafgres.log_state SET log_start_offset = 22 WHERE topic_id = $1", f.topicID); err != nil {
+		t.Fatal(err)
+	}
+	l = f.open(t)
+	defer l.Close()
+	check("reopened after a crash before the drop", 22, 22, 0)
 }

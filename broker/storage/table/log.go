@@ -5,10 +5,10 @@
 // segment file would hold; package segment's format helpers read them.
 //
 // This is the engine's start: appends, syncs (one Postgres transaction
-// each), reads by offset, the offsets and the leaves rolled by size. What
-// the broker's partitionLog also asks (timestamps, aborted transactions,
-// the exactly-once positions, retention, producer state) is still to come,
-// and the broker does not open it yet.
+// each), reads by offset, the offsets, the leaves rolled by size and
+// dropped by DeleteRecords and retention. What the broker's partitionLog
+// also asks (timestamps, aborted transactions, the exactly-once positions,
+// producer state) is still to come, and the broker does not open it yet.
 package table
 
 import (
@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -59,6 +60,10 @@ type Log struct {
 	// syncMu makes Syncs one at a time, so that rows commit in offset
 	// order and DurableEnd only moves forward.
 	syncMu sync.Mutex
+	// startMu makes moves of the log start (DeleteRecordsBefore,
+	// ApplyRetention) one at a time, so that the start committed in
+	// kafgres.log_state only moves forward.
+	startMu sync.Mutex
 
 	mu      sync.RWMutex
 	start   int64 // log start offset
@@ -74,7 +79,12 @@ type Log struct {
 type leaf struct {
 	base  int64
 	bytes int64 // of batches, committed or pending
-	isNew bool  // created by the next Sync, with its first rows
+	maxTs int64 // largest batch timestamp; -1: none
+	// touched is when a batch was last appended to it, or when the log
+	// was opened: its age for retention.ms when no batch has a timestamp
+	// (a segment file's modification time in Kafka).
+	touched time.Time
+	isNew   bool // created by the next Sync, with its first rows
 }
 
 // row is a batch appended and not yet committed.
@@ -120,7 +130,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if err != nil || !strings.HasPrefix(n, parent+"_") {
 			return nil, fmt.Errorf("open %s: table %q under %s is not one of its leaves", l.name(), n, l.table)
 		}
-		l.leaves = append(l.leaves, leaf{base: base})
+		l.leaves = append(l.leaves, leaf{base: base, maxTs: -1, touched: time.Now()})
 	}
 	slices.SortFunc(l.leaves, func(a, b leaf) int { return cmp.Compare(a.base, b.base) })
 	l.end = l.start
@@ -140,25 +150,38 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		}
 	}
 	l.durable = l.end
+	// A crash may have come between moving the start and dropping the
+	// leaves below it.
+	if n := l.below(l.start); n > 0 {
+		doomed := slices.Clone(l.leaves[:n])
+		l.leaves = slices.Clone(l.leaves[n:])
+		if err := l.dropLeaves(ctx, doomed); err != nil {
+			return nil, fmt.Errorf("open %s: %w", l.name(), err)
+		}
+	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	return l, nil
 }
 
-// loadSizes reads each leaf's bytes of batches. octet_length of a TOAST
-// value stored EXTERNAL is read from its pointer, so the batches are not.
+// loadSizes reads each leaf's bytes of batches and largest timestamp.
+// octet_length of a TOAST value stored EXTERNAL is read from its pointer,
+// so the batches are not.
 func (l *Log) loadSizes(ctx context.Context) error {
-	rows, err := l.opts.Pool.Query(ctx, "SELECT segment_base, sum(octet_length(batch))::bigint FROM "+l.table+
+	rows, err := l.opts.Pool.Query(ctx, "SELECT segment_base, sum(octet_length(batch))::bigint, max(max_timestamp) FROM "+l.table+
 		" WHERE topic_id = $1 AND partition = $2 GROUP BY segment_base", l.opts.TopicID, l.opts.Partition)
 	if err != nil {
 		return fmt.Errorf("open %s: read its size: %w", l.name(), err)
 	}
-	sizes := map[int64]int64{}
-	var base, n int64
-	if _, err := pgx.ForEachRow(rows, []any{&base, &n}, func() error { sizes[base] = n; return nil }); err != nil {
+	type stats struct{ bytes, maxTs int64 }
+	byBase := map[int64]stats{}
+	var base, n, ts int64
+	if _, err := pgx.ForEachRow(rows, []any{&base, &n, &ts}, func() error { byBase[base] = stats{n, ts}; return nil }); err != nil {
 		return fmt.Errorf("open %s: read its size: %w", l.name(), err)
 	}
 	for i := range l.leaves {
-		l.leaves[i].bytes = sizes[l.leaves[i].base]
+		if st, ok := byBase[l.leaves[i].base]; ok {
+			l.leaves[i].bytes, l.leaves[i].maxTs = st.bytes, st.maxTs
+		}
 	}
 	return nil
 }
@@ -174,16 +197,13 @@ func (l *Log) Append(batch []byte, leaderEpoch int32) (int64, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.closed:
-		return 0, segment.ErrClosed
-	case l.err != nil:
-		return 0, fmt.Errorf("append to %s: log failed earlier: %w", l.name(), l.err)
+	if err := l.usable(); err != nil {
+		return 0, fmt.Errorf("append to %s: %w", l.name(), err)
 	}
 	base := l.end
 	n := int64(len(batch))
 	if len(l.leaves) == 0 || (l.leaves[len(l.leaves)-1].bytes > 0 && l.leaves[len(l.leaves)-1].bytes+n > l.opts.SegmentBytes) {
-		l.leaves = append(l.leaves, leaf{base: base, isNew: true})
+		l.leaves = append(l.leaves, leaf{base: base, maxTs: -1, isNew: true})
 	}
 	active := &l.leaves[len(l.leaves)-1]
 	segment.Stamp(batch, base, leaderEpoch)
@@ -192,6 +212,8 @@ func (l *Log) Append(batch []byte, leaderEpoch int32) (int64, error) {
 	l.pending = append(l.pending, row{leaf: active.base, isNew: active.isNew, h: h, batch: b})
 	active.isNew = false
 	active.bytes += n
+	active.maxTs = max(active.maxTs, h.MaxTimestamp)
+	active.touched = time.Now()
 	l.end = h.LastOffset() + 1
 	return base, nil
 }
@@ -205,14 +227,9 @@ func (l *Log) Sync() (int64, error) {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
-	switch {
-	case l.closed:
+	if err := l.usable(); err != nil {
 		l.mu.Unlock()
-		return 0, segment.ErrClosed
-	case l.err != nil:
-		err := l.err
-		l.mu.Unlock()
-		return 0, fmt.Errorf("sync %s: log failed earlier: %w", l.name(), err)
+		return 0, fmt.Errorf("sync %s: %w", l.name(), err)
 	}
 	rows, end := l.pending, l.end
 	l.pending = nil
@@ -236,16 +253,24 @@ func (l *Log) Sync() (int64, error) {
 	return end, nil
 }
 
-// commit writes rows in one transaction.
-func (l *Log) commit(rows []row) error {
-	return pgx.BeginFunc(l.ctx, l.opts.Pool, func(tx pgx.Tx) error {
+// inTx runs fn in a transaction that commits as Options.AsyncCommit says,
+// whatever the server's default.
+func (l *Log) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, l.opts.Pool, func(tx pgx.Tx) error {
 		sc := "on"
 		if l.opts.AsyncCommit {
 			sc = "off"
 		}
-		if _, err := tx.Exec(l.ctx, "SELECT pg_catalog.set_config('synchronous_commit', $1, true)", sc); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('synchronous_commit', $1, true)", sc); err != nil {
 			return err
 		}
+		return fn(tx)
+	})
+}
+
+// commit writes rows in one transaction.
+func (l *Log) commit(rows []row) error {
+	return l.inTx(l.ctx, func(tx pgx.Tx) error {
 		for _, r := range rows {
 			if r.isNew {
 				if _, err := tx.Exec(l.ctx, "SELECT kafgres.log_add_segment($1, $2, $3)", l.opts.TopicID, l.opts.Partition, r.leaf); err != nil {
@@ -295,22 +320,15 @@ func (l *Log) Read(offset int64, maxBytes int, limit int64) ([]byte, error) {
 		WHERE before = 0 OR before + octet_length(batch) <= $6
 		ORDER BY last_offset`,
 		l.opts.TopicID, l.opts.Partition, offset, limit, maxReadBatches, maxBytes)
-	if err != nil {
-		return nil, l.readErr(offset, err)
-	}
 	var out []byte
 	var b []byte
-	if _, err := pgx.ForEachRow(rows, []any{&b}, func() error { out = append(out, b...); return nil }); err != nil {
-		return nil, l.readErr(offset, err)
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&b}, func() error { out = append(out, b...); return nil })
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %d: %w", l.name(), offset, l.closedErr(err))
 	}
 	return out, nil
-}
-
-func (l *Log) readErr(offset int64, err error) error {
-	if l.ctx.Err() != nil {
-		return fmt.Errorf("read %s at %d: %w", l.name(), offset, segment.ErrClosed)
-	}
-	return fmt.Errorf("read %s at %d: %w", l.name(), offset, err)
 }
 
 // LogStartOffset is the first offset that may be read.
