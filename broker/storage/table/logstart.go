@@ -141,9 +141,7 @@ func (l *Log) below(start int64) int {
 
 // advanceStart commits start (above the current start, at most the log
 // end) as the log start offset, then drops the leaves wholly below it and
-// returns how many. Callers hold startMu. A leaf below the start holds no
-// pending row: its end is at most the start, which is at most the durable
-// end the callers allow.
+// returns how many. Callers hold startMu.
 func (l *Log) advanceStart(start int64) (int, error) {
 	err := l.inTx(l.ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(l.ctx, `UPDATE kafgres.log_state SET log_start_offset = $3
@@ -160,8 +158,10 @@ func (l *Log) advanceStart(start int64) (int, error) {
 	}
 	l.start = max(l.start, start)
 	// Taken out under mu, so that no append goes to a leaf being dropped:
-	// the next one starts a leaf of its own.
-	n := l.below(l.start)
+	// the next one starts a leaf of its own. Never a leaf holding batches
+	// not yet committed (a start past the durable end, which callers
+	// should not ask for): its Sync would find no table.
+	n := l.below(min(l.start, l.durable))
 	doomed := slices.Clone(l.leaves[:n])
 	l.leaves = slices.Clone(l.leaves[n:])
 	l.mu.Unlock()
