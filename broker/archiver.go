@@ -257,8 +257,12 @@ func (a *archiver) pass(ctx context.Context, topics []*topic) {
 			if ctx.Err() != nil {
 				return
 			}
+			l, ok := p.log.(archivable)
+			if !ok {
+				continue // the engine has no segment files to archive
+			}
 			k := archiveKey{topicID: t.id, topic: t.name, partition: p.index}
-			if _, err := a.step(ctx, k, p.log); err != nil && !errors.Is(err, segment.ErrClosed) && ctx.Err() == nil {
+			if _, err := a.step(ctx, k, l); err != nil && !errors.Is(err, segment.ErrClosed) && ctx.Err() == nil {
 				a.log.Warn("list segments to archive", "topic", t.name, "partition", p.index, "err", err)
 			}
 		}

@@ -15,14 +15,16 @@ import (
 
 // The log cleaner: Kafka's LogCleaner thread and LogCleanerManager for
 // topics whose cleanup.policy contains compact. Every
-// log.cleaner.backoff.ms (read again each round: it is dynamic) it measures each such partition
-// (segment.Log.Cleanable) and cleans, dirtiest first, those whose dirty
-// ratio exceeds min.cleanable.dirty.ratio or whose first dirty batch is
-// older than max.compaction.lag.ms, never past the last stable offset,
-// the active segment or min.compaction.lag.ms. The cleaning itself is
-// segment.Log.Clean: it reads sealed segments and takes the log's lock
-// only to swap a cleaned segment in, so produce and fetch go on. Its I/O
-// (reads and writes together) is held to log.cleaner.io.max.bytes.per.second.
+// log.cleaner.backoff.ms (read again each round: it is dynamic) it
+// measures each such partition whose log can be compacted
+// (compactableLog: segment.Log.Cleanable) and cleans, dirtiest first,
+// those whose dirty ratio exceeds min.cleanable.dirty.ratio or whose
+// first dirty batch is older than max.compaction.lag.ms, never past the
+// last stable offset, the active segment or min.compaction.lag.ms. The
+// cleaning itself is segment.Log.Clean: it reads sealed segments and
+// takes the log's lock only to swap a cleaned segment in, so produce and
+// fetch go on. Its I/O (reads and writes together) is held to
+// log.cleaner.io.max.bytes.per.second.
 // One goroutine cleans one partition at a time, as Kafka's single
 // default cleaner thread does.
 
@@ -52,10 +54,11 @@ func (b *Broker) cleanLogs(ctx context.Context) {
 
 // cleanCandidate is a partition the cleaner may clean (Kafka's LogToClean).
 type cleanCandidate struct {
-	t *topic
-	p *partition
-	s kconfig.TopicSettings
-	c segment.Cleanable
+	t   *topic
+	p   *partition
+	log compactableLog
+	s   kconfig.TopicSettings
+	c   segment.Cleanable
 }
 
 // runCleaner cleans every partition due, dirtiest first.
@@ -67,7 +70,11 @@ func (b *Broker) runCleaner(ctx context.Context, now time.Time, cs kconfig.Clean
 			continue
 		}
 		for _, p := range tp.parts {
-			c, err := p.log.Cleanable(p.log.CleanerCheckpoint(), p.lastStableOffset(), now, s.MinCompactionLagMs, s.MaxCompactionLagMs)
+			l, ok := p.log.(compactableLog)
+			if !ok {
+				continue
+			}
+			c, err := l.Cleanable(l.CleanerCheckpoint(), p.lastStableOffset(), now, s.MinCompactionLagMs, s.MaxCompactionLagMs)
 			if err != nil {
 				if !errors.Is(err, segment.ErrClosed) {
 					b.log.Warn("measure log for cleaning", "topic", tp.name, "partition", p.index, "err", err)
@@ -75,7 +82,7 @@ func (b *Broker) runCleaner(ctx context.Context, now time.Time, cs kconfig.Clean
 				continue
 			}
 			if (c.MaxCompactionDelayMs > 0 && c.CleanableBytes > 0) || c.Ratio() > s.MinCleanableDirtyRatio {
-				due = append(due, cleanCandidate{t: tp, p: p, s: s, c: c})
+				due = append(due, cleanCandidate{t: tp, p: p, log: l, s: s, c: c})
 			}
 		}
 	}
@@ -96,7 +103,7 @@ func (b *Broker) runCleaner(ctx context.Context, now time.Time, cs kconfig.Clean
 // round tries again (Kafka marks the partition uncleanable instead).
 func (b *Broker) cleanPartition(ctx context.Context, c cleanCandidate, now time.Time, cs kconfig.CleanerSettings, t *throttler) bool {
 	maxKeys := int(math.Min(float64(cs.DedupeBufferSize)/offsetMapEntryBytes*cs.IOBufferLoadFactor, math.MaxInt32))
-	st, err := c.p.log.Clean(segment.CleanOptions{
+	st, err := c.log.Clean(segment.CleanOptions{
 		FirstDirty:        c.c.FirstDirty,
 		UpperBound:        c.c.FirstUncleanable,
 		Now:               now,

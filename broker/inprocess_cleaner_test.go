@@ -50,14 +50,15 @@ func TestInProcessCompaction(t *testing.T) {
 				}
 			}
 			p := tb.catalog.partition("cmp", 0)
+			l := segmentLog(t, p)
 			end := p.log.LogEndOffset()
 			before := p.log.Size()
-			if p.log.Segments() < 3 {
-				t.Fatalf("%d segments, want several", p.log.Segments())
+			if l.Segments() < 3 {
+				t.Fatalf("%d segments, want several", l.Segments())
 			}
 			// The active segment holds the newest versions; what is below
 			// it is cleaned.
-			activeBase := p.log.ActiveBase()
+			activeBase := l.ActiveBase()
 			if n := tb.runCleaner(ctx, time.Now(), tb.brokerConfigs().CleanerSettings(), newThrottler()); n != 1 {
 				t.Fatalf("cleaned %d partitions, want 1", n)
 			}

@@ -114,8 +114,8 @@ func TestInProcessProducerStateSnapshots(t *testing.T) {
 	}
 	// The snapshot of the last roll holds producer 1's older batches; the
 	// active segment has some after it.
-	if p.log.Segments() < 5 {
-		t.Fatalf("only %d segments", p.log.Segments())
+	if n := segmentLog(t, p).Segments(); n < 5 {
+		t.Fatalf("only %d segments", n)
 	}
 	wantProduce(t, "10 again", c.produceTxn(id, "ps", txnBatch(10, 0, 1, 1, "t10")), nil, p.log.LogEndOffset()-1)
 
@@ -123,12 +123,12 @@ func TestInProcessProducerStateSnapshots(t *testing.T) {
 	if before.producers[10].CurrentTxnStartOffset != txn10 || before.committed.lso != txn10 || len(before.committed.aborted) != 1 {
 		t.Fatalf("before restart: %+v", before)
 	}
-	active := p.log.ActiveBase()
+	active := segmentLog(t, p).ActiveBase()
 	var tail int
 	if err := p.log.ScanBatches(active, func(segment.BatchHeader) error { tail++; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	snaps, err := p.log.ProducerSnapshotOffsets()
+	snaps, err := segmentLog(t, p).ProducerSnapshotOffsets()
 	if err != nil || !slices.Contains(snaps, active) {
 		t.Fatalf("snapshots %v (%v), want one at the active segment's base %d", snaps, err, active)
 	}

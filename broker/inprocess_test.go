@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafgres/kafgres/broker/metadata"
+	"github.com/kafgres/kafgres/broker/storage/segment"
 	"github.com/kafgres/kafgres/security/acl"
 )
 
@@ -200,4 +201,15 @@ func (c *testClient) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 		return nil, fmt.Errorf("decode %s response: %w", name, err)
 	}
 	return resp, nil
+}
+
+// segmentLog is p's log as the segment engine's, for tests of what only
+// segment files have (rolling, snapshots at segment bases, cleaning).
+func segmentLog(t *testing.T, p *partition) *segment.Log {
+	t.Helper()
+	l, ok := p.log.(*segment.Log)
+	if !ok {
+		t.Fatalf("%s-%d: log is a %T, not the segment engine's", p.topic.name, p.index, p.log)
+	}
+	return l
 }

@@ -25,7 +25,8 @@ type partition struct {
 	dir   string
 	epoch int32 // leader epoch of this broker incarnation
 
-	log *segment.Log
+	// log stores the batches: the segment engine's today (partition_log.go).
+	log partitionLog
 
 	// mu serializes appends so sequence checks and offset assignment agree.
 	mu        sync.Mutex
@@ -117,7 +118,7 @@ func (p *partition) append(batch []byte, h segment.BatchHeader) appendResult {
 	if dup != nil {
 		return appendResult{baseOffset: dup.firstOffset}
 	}
-	active := p.log.ActiveBase()
+	active := p.activeBase()
 	base, err := p.log.Append(batch, p.epoch)
 	if err != nil {
 		if errors.Is(err, segment.ErrClosed) {

@@ -147,10 +147,11 @@ func (p *partition) writeSnapshot(offset int64) {
 
 // snapshotIfRolled writes a snapshot at base when the append that put a
 // batch there started the active segment (activeBefore was the active
-// segment's base before it). Callers hold mu and have applied exactly the
-// batches below base.
+// segment's base before it); never for a log without segments, whose
+// activeBase is -1. Callers hold mu and have applied exactly the batches
+// below base.
 func (p *partition) snapshotIfRolled(activeBefore, base int64) bool {
-	if base == activeBefore || p.log.ActiveBase() != base {
+	if base == activeBefore || p.activeBase() != base {
 		return false
 	}
 	p.writeSnapshot(base)

@@ -44,14 +44,16 @@ func (b *Broker) applyRetention(now time.Time) {
 	}
 }
 
-// applySegmentLimits gives every open log its topic's segment.bytes and
-// segment.ms; called after each catalog reload, so an altered config takes
-// effect at the next append.
+// applySegmentLimits gives every open segmented log its topic's
+// segment.bytes and segment.ms; called after each catalog reload, so an
+// altered config takes effect at the next append.
 func (b *Broker) applySegmentLimits(topics []*topic) {
 	for _, t := range topics {
 		s := b.topicSettings(t)
 		for _, p := range t.parts {
-			p.log.SetSegmentLimits(s.SegmentBytes, s.SegmentMs)
+			if l, ok := p.log.(segmentedLog); ok {
+				l.SetSegmentLimits(s.SegmentBytes, s.SegmentMs)
+			}
 		}
 	}
 }

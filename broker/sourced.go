@@ -233,7 +233,7 @@ func (b *Broker) Delivered(lsn uint64, records bool) { b.mirror.delivered(lsn, r
 // batches of producer pid (sequences continuing its window here) unless pid
 // is -1. Callers hold p.mu.
 func (p *partition) appendSourcedLocked(batches []segment.SourcedBatch, pid int64) error {
-	active := p.log.ActiveBase()
+	active := p.activeBase()
 	if pid < 0 {
 		// No producer state changes: a roll snapshots it as it is.
 		bases, err := p.log.AppendSourced(batches, p.epoch)

@@ -211,9 +211,9 @@ func SetLogAppendTime(batch []byte, ts int64) error {
 	return nil
 }
 
-// stamp writes the broker-assigned fields. Both lie outside the CRC, so the
-// batch stays valid.
-func stamp(b []byte, baseOffset int64, leaderEpoch int32) {
+// Stamp writes the broker-assigned fields, the base offset and the leader
+// epoch. Both lie outside the CRC, so the batch stays valid.
+func Stamp(b []byte, baseOffset int64, leaderEpoch int32) {
 	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(baseOffset))
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(leaderEpoch))
 }

@@ -25,7 +25,7 @@ func TestSetLogAppendTime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := makeBatch(recs, batchOpts{producerID: 7, producerEpoch: 1, baseSequence: 3, attributes: tc.attrs, compress: tc.compress})
-			stamp(b, 42, 5)
+			Stamp(b, 42, 5)
 			orig := bytes.Clone(b)
 			if err := SetLogAppendTime(b, 2000); err != nil {
 				t.Fatal(err)

@@ -325,7 +325,7 @@ func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
 // Append writes one validated v2 batch, stamping its base offset and leader
 // epoch into batch itself. It does not fsync; see Sync.
 func (l *Log) Append(batch []byte, leaderEpoch int32) (int64, error) {
-	h, err := appendHeader(batch)
+	h, err := AppendHeader(batch)
 	if err != nil {
 		return 0, fmt.Errorf("append to %s: %w", l.opts.Dir, err)
 	}
@@ -342,10 +342,10 @@ func (l *Log) Append(batch []byte, leaderEpoch int32) (int64, error) {
 	return base, nil
 }
 
-// appendHeader parses the header of a batch about to be appended and checks
-// what appending relies on: that the header describes exactly these bytes and
-// at least one offset.
-func appendHeader(batch []byte) (BatchHeader, error) {
+// AppendHeader parses the header of a batch about to be appended and checks
+// what appending relies on, in any engine: that the header describes exactly
+// these bytes and at least one offset.
+func AppendHeader(batch []byte) (BatchHeader, error) {
 	h, err := ParseBatchHeader(batch)
 	if err != nil {
 		return h, err
@@ -381,7 +381,7 @@ func (l *Log) appendLocked(batch []byte, h BatchHeader, leaderEpoch int32) (int6
 	}
 	seg := l.active()
 	pos := seg.st.size
-	stamp(batch, base, leaderEpoch)
+	Stamp(batch, base, leaderEpoch)
 	if l.opts.beforeBatchWrite != nil {
 		l.opts.beforeBatchWrite(base)
 	}

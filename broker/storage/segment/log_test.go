@@ -1031,7 +1031,7 @@ func TestValidateBatch(t *testing.T) {
 	}
 	// Stamped fields are outside the CRC.
 	b := bytes.Clone(good)
-	stamp(b, 1<<40, 17)
+	Stamp(b, 1<<40, 17)
 	h, err := ValidateBatch(b)
 	if err != nil || h.BaseOffset != 1<<40 || h.LeaderEpoch != 17 || h.LastOffset() != 1<<40+2 {
 		t.Fatalf("stamped batch: %+v, %v", h, err)

@@ -202,7 +202,7 @@ func TestRecoverZerosAheadAfterCrash(t *testing.T) {
 		dir := crash(t)
 		path := segmentPath(dir, 0, extLog)
 		b, _ := simpleBatch(seed, 3, 7000, 100)
-		stamp(b, end, 0)
+		Stamp(b, end, 0)
 		writeAt(t, path, keep(b), int64(len(concat(as))))
 		return path, openTest(t, Options{Dir: dir, Fsync: true, now: testNow})
 	}

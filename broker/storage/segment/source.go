@@ -78,7 +78,7 @@ func parseSourceEntry(e []byte) (offset int64, source uint64) {
 func (l *Log) AppendSourced(batches []SourcedBatch, leaderEpoch int32) ([]int64, error) {
 	hs := make([]BatchHeader, len(batches))
 	for i, b := range batches {
-		h, err := appendHeader(b.Batch)
+		h, err := AppendHeader(b.Batch)
 		if err != nil {
 			return nil, fmt.Errorf("append to %s: batch %d: %w", l.opts.Dir, i, err)
 		}

@@ -85,7 +85,7 @@ func parseTxnEntries(b []byte, base, end int64) ([]AbortedTxn, error) {
 // aborted.LastOffset must be the offset the marker gets: the log end offset,
 // which callers read under the same lock that serialises their appends.
 func (l *Log) AppendMarker(batch []byte, leaderEpoch int32, aborted *AbortedTxn) (int64, error) {
-	h, err := appendHeader(batch)
+	h, err := AppendHeader(batch)
 	if err != nil {
 		return 0, fmt.Errorf("append marker to %s: %w", l.opts.Dir, err)
 	}

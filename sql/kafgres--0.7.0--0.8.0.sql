@@ -1,0 +1,138 @@
+/* kafgres 0.7.0 -> 0.8.0: the table storage engine (issue #15) */
+
+\echo Use "ALTER EXTENSION kafgres UPDATE TO '0.8.0'" to load this file. \quit
+
+/*
+ * kafgres.log_batch: the record batches of the partitions the table engine
+ * stores (broker/storage/table; docs/architecture.md, "Table engine"), byte
+ * for byte as a segment file holds them, one row a batch, so that the WAL,
+ * base backups and streaming replicas carry the log.
+ *
+ * Three levels: per topic kafgres.log_batch_<topic_id> (by partition), per
+ * partition kafgres.log_batch_<topic_id>_<partition> (by segment_base), and
+ * the leaves kafgres.log_batch_<topic_id>_<partition>_<segment_base>, the
+ * engine's segments: each holds the offsets from its segment_base up to the
+ * next leaf's. LIST on the range's start, not RANGE, because the active
+ * leaf's end is not known until it rolls and a range bound cannot change
+ * in place. Retention drops whole leaves; no row is ever deleted.
+ *
+ * The header columns copy the batch's header, so that the engine's scans
+ * (producer state, timestamps, sizes) never read batch. The key ends in
+ * last_offset: every lookup asks for the first batch whose last offset
+ * reaches an offset, and batches do not overlap. STORAGE EXTERNAL: the
+ * batches are compressed by their producers already, and an uncompressed
+ * TOAST value's length is known without reading it.
+ */
+CREATE TABLE kafgres.log_batch (
+    topic_id               bigint   NOT NULL,
+    partition              int      NOT NULL,
+    segment_base           bigint   NOT NULL,
+    base_offset            bigint   NOT NULL,
+    last_offset            bigint   NOT NULL,
+    max_timestamp          bigint   NOT NULL,
+    producer_id            bigint   NOT NULL,
+    producer_epoch         smallint NOT NULL,
+    base_sequence          int      NOT NULL,
+    attributes             smallint NOT NULL,
+    leader_epoch           int      NOT NULL,
+    source_lsn             pg_lsn,
+    txn_first_offset       bigint,
+    txn_last_stable_offset bigint,
+    batch                  bytea    NOT NULL,
+    PRIMARY KEY (topic_id, partition, segment_base, last_offset)
+) PARTITION BY LIST (topic_id);
+ALTER TABLE kafgres.log_batch ALTER COLUMN batch SET STORAGE EXTERNAL;
+COMMENT ON TABLE kafgres.log_batch IS 'record batches of the topics the table engine stores, one row a batch';
+REVOKE ALL ON kafgres.log_batch FROM PUBLIC;
+
+/*
+ * kafgres.log_state: what the table engine keeps per partition beside its
+ * batches (the segment engine keeps it in small files): the log start
+ * offset, moved by DeleteRecords and retention before any leaf is dropped.
+ */
+CREATE TABLE kafgres.log_state (
+    topic_id         bigint NOT NULL,
+    partition        int    NOT NULL,
+    log_start_offset bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (topic_id, partition),
+    FOREIGN KEY (topic_id, partition) REFERENCES kafgres.partition ON DELETE CASCADE
+);
+COMMENT ON TABLE kafgres.log_state IS 'the table engine''s state per partition: its log start offset';
+REVOKE ALL ON kafgres.log_state FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('kafgres.log_state', '');
+
+/*
+ * kafgres.log_prepare_partition(topic_id, partition): creates the
+ * partition's table under kafgres.log_batch (and its topic's) and its
+ * kafgres.log_state row, unless they exist. The broker calls it when it
+ * opens a partition of the table engine. SECURITY DEFINER so that the
+ * tables belong to the extension's owner whatever role the broker is.
+ */
+CREATE FUNCTION kafgres.log_prepare_partition(p_topic_id bigint, p_partition int)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE format('CREATE TABLE IF NOT EXISTS kafgres.%I PARTITION OF kafgres.log_batch'
+                   ' FOR VALUES IN (%s) PARTITION BY LIST (partition)',
+                   'log_batch_' || p_topic_id, p_topic_id);
+    EXECUTE format('CREATE TABLE IF NOT EXISTS kafgres.%I PARTITION OF kafgres.%I'
+                   ' FOR VALUES IN (%s) PARTITION BY LIST (segment_base)',
+                   'log_batch_' || p_topic_id || '_' || p_partition, 'log_batch_' || p_topic_id, p_partition);
+    INSERT INTO kafgres.log_state (topic_id, partition) VALUES (p_topic_id, p_partition)
+        ON CONFLICT DO NOTHING;
+END
+$$;
+COMMENT ON FUNCTION kafgres.log_prepare_partition(bigint, int) IS 'creates a partition''s table of the table engine';
+REVOKE ALL ON FUNCTION kafgres.log_prepare_partition(bigint, int) FROM PUBLIC;
+
+/*
+ * kafgres.log_add_segment(topic_id, partition, segment_base): creates the
+ * leaf whose offsets start at segment_base and attaches it. Created apart
+ * and attached, because CREATE TABLE ... PARTITION OF would take ACCESS
+ * EXCLUSIVE on the partition's table and stall its readers, where ATTACH
+ * takes SHARE UPDATE EXCLUSIVE. Insert-only, so no vacuum is triggered by
+ * inserts (anti-wraparound vacuum still runs).
+ */
+CREATE FUNCTION kafgres.log_add_segment(p_topic_id bigint, p_partition int, p_segment_base bigint)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    parent text := 'log_batch_' || p_topic_id || '_' || p_partition;
+    leaf text := parent || '_' || p_segment_base;
+BEGIN
+    EXECUTE format('CREATE TABLE kafgres.%I (LIKE kafgres.log_batch INCLUDING DEFAULTS INCLUDING STORAGE)'
+                   ' WITH (autovacuum_vacuum_insert_threshold = -1, toast.autovacuum_vacuum_insert_threshold = -1)',
+                   leaf);
+    EXECUTE format('ALTER TABLE kafgres.%I ATTACH PARTITION kafgres.%I FOR VALUES IN (%s)',
+                   parent, leaf, p_segment_base);
+END
+$$;
+COMMENT ON FUNCTION kafgres.log_add_segment(bigint, int, bigint) IS 'adds a segment (a leaf table) to a partition of the table engine';
+REVOKE ALL ON FUNCTION kafgres.log_add_segment(bigint, int, bigint) FROM PUBLIC;
+
+/*
+ * kafgres.log_drop_segment(topic_id, partition, segment_base): drops a
+ * leaf, once the broker has committed a log start offset at or past its
+ * end (retention, DeleteRecords). Dropping a partition takes ACCESS
+ * EXCLUSIVE on the partition's table for an instant; DETACH PARTITION
+ * CONCURRENTLY would not, but it cannot run inside a function.
+ */
+CREATE FUNCTION kafgres.log_drop_segment(p_topic_id bigint, p_partition int, p_segment_base bigint)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE format('DROP TABLE IF EXISTS kafgres.%I',
+                   'log_batch_' || p_topic_id || '_' || p_partition || '_' || p_segment_base);
+END
+$$;
+COMMENT ON FUNCTION kafgres.log_drop_segment(bigint, int, bigint) IS 'drops a segment (a leaf table) of a partition of the table engine';
+REVOKE ALL ON FUNCTION kafgres.log_drop_segment(bigint, int, bigint) FROM PUBLIC;
