@@ -44,6 +44,7 @@
 #include "utils/varlena.h"
 
 #include "kafgres.h"
+#include "pgcompat.h"
 
 /* fd number at which the broker finds the read end of the liveness pipe */
 #define LIVENESS_FD				3
@@ -81,7 +82,7 @@ extern PGDLLIMPORT char *ssl_cert_file;
 extern PGDLLIMPORT char *ssl_key_file;
 extern PGDLLIMPORT char *ssl_ca_file;
 static bool start_broker(BrokerCommand *cmd);
-static void exec_broker(char **argv, int read_fd) pg_attribute_noreturn();
+pg_noreturn static void exec_broker(char **argv, int read_fd);
 static void stop_broker(void);
 static void broker_exited(int status, bool expected);
 static const char *conninfo_value(const char *value);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 #
-# tests/pgcluster.sh -- a throwaway or development PostgreSQL 15 cluster
+# tests/pgcluster.sh -- a throwaway or development PostgreSQL cluster
 # running kafgres.  Used by "make run" and by the Go integration tests.
+# The PostgreSQL is the one whose pg_config comes first in PATH (or $PGBIN):
+# Debian's 15, or 18 (tests/pg18.sh, make run PG=18).
 #
 #   tests/pgcluster.sh start  DIR [PGPORT] [KAFKAPORT]
 #   tests/pgcluster.sh stop   DIR
@@ -99,7 +101,12 @@ cmd_start() {
 			die "OS user $PG_OS_USER cannot reach $DIR; make every parent directory searchable (chmod o+x)"
 	fi
 
-	if [ ! -f "$PGDATA/PG_VERSION" ]; then
+	if [ -f "$PGDATA/PG_VERSION" ]; then
+		local major
+		major=$("$PGBIN/postgres" --version | sed -n 's/^postgres (PostgreSQL) \([0-9]*\).*/\1/p')
+		[ "$(cat "$PGDATA/PG_VERSION")" = "$major" ] ||
+			die "$PGDATA is a PostgreSQL $(cat "$PGDATA/PG_VERSION") cluster and $PGBIN is PostgreSQL $major; use a DIR of its own, or upgrade it (docs/operations.md)"
+	else
 		echo "pgcluster.sh: creating cluster in $PGDATA"
 		as_owner "$PGBIN/initdb" -D "$PGDATA" --auth=trust -U postgres -E UTF8 \
 			--locale=C.UTF-8 >"$DIR/initdb.log" 2>&1 ||
