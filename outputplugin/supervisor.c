@@ -97,6 +97,21 @@ kafgres_register_supervisor(void)
 {
 	BackgroundWorker worker;
 
+	/*
+	 * pg_upgrade starts both clusters in binary-upgrade mode to dump one
+	 * and restore into the other.  A broker there would stream the old
+	 * cluster's slot and append to the log while the upgrade runs, and keep
+	 * pg_upgrade's smart shutdown waiting for its connections forever.
+	 * Records are delivered before the upgrade and after it, never during
+	 * (docs/operations.md, "Upgrading PostgreSQL from 15 to 18").
+	 */
+	if (IsBinaryUpgrade)
+	{
+		ereport(LOG,
+				(errmsg("kafgres supervisor not started: the server is in binary upgrade mode")));
+		return;
+	}
+
 	memset(&worker, 0, sizeof(worker));
 
 	/*
