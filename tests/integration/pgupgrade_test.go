@@ -87,9 +87,13 @@ func TestPgUpgrade(t *testing.T) {
 	waitDelivered(t, conn)
 
 	for _, topic := range []string{"sql", "order-events", "kafka"} {
-		got := readExactly(t, nc.Addr, topic, len(want.topic(topic)))
-		if !slices.Equal(got, want.topic(topic)) {
-			t.Errorf("%s after the upgrade:\n got %v\nwant %v", topic, got, want.topic(topic))
+		w := want.topic(topic)
+		got := readExactly(t, nc.Addr, topic, len(w))
+		for i := range got {
+			if got[i] != w[i] {
+				t.Errorf("%s after the upgrade: record %d of %d is %q, want %q", topic, i, len(w), got[i], w[i])
+				break
+			}
 		}
 	}
 	if got := groupResume(t, nc.Addr, "kafka", "upgrade-group"); got != want["kafka"][committed] {
@@ -113,10 +117,9 @@ func (w upgradeRecords) topic(name string) []string {
 	return all
 }
 
-// produce writes records from..to-1 through every source: a Kafka producer
-// to "kafka", then SQL to the partitions of "sql" in turn and CDC inserts
-// into orders (order-events). SQL and CDC come last, so that records are
-// still on their way through the slot when the upgrade starts.
+// produce writes records from..to-1 through every source, one record a
+// transaction or request: a Kafka producer to "kafka", SQL to the
+// partitions of "sql" in turn, and CDC inserts into orders (order-events).
 func (w upgradeRecords) produce(t *testing.T, c *harness.Cluster, conn *pgx.Conn, from, to int) {
 	t.Helper()
 	ctx := context.Background()
@@ -171,35 +174,13 @@ func requireMajor(t *testing.T, conn *pgx.Conn, major int) {
 	}
 }
 
-// readExactly reads topic from the start until it has n records, and then
-// for two seconds more, so that any record beyond them shows; it returns
-// their values partition by partition. (End offsets would not do: the SQL
-// source's transaction markers take offsets too.) CDC values (JSON) are
+// readExactly reads topic from the start and fails unless it holds
+// exactly n records (readTopic waits a second for any beyond them); it
+// returns their values partition by partition. CDC values (JSON) are
 // reduced to "order-<order_id>".
 func readExactly(t *testing.T, addr, topic string, n int) []string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var recs []*kgo.Record
-	for len(recs) < n {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("read %d of %d records from %s: %v", len(recs), n, topic, err)
-		}
-		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s-%d: %v", tp, p, err) })
-		recs = append(recs, fs.Records()...)
-	}
-	more, cancelMore := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancelMore()
-	for more.Err() == nil {
-		recs = append(recs, cl.PollFetches(more).Records()...)
-	}
+	recs := readTopic(t, addr, topic, n)
 	if len(recs) != n {
 		t.Fatalf("%s holds %d records, want %d", topic, len(recs), n)
 	}
