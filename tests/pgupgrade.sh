@@ -77,7 +77,8 @@ say "delivered up to $applied"
 # from the old catalogs, leaving every column as a column made before
 # 15.20 is (a 15.20 server takes both).
 if ! grep -aq pg_attver "$NEW_BINDIR/pg_dump"; then
-	for db in $(old_sql -d template1 -c "SELECT datname FROM pg_database WHERE datallowconn"); do
+	mapfile -t dbs < <(old_sql -d template1 -c "SELECT datname FROM pg_database WHERE datallowconn")
+	for db in "${dbs[@]}"; do
 		old_sql -d "$db" -c "SET allow_system_table_mods = on" \
 			-c "UPDATE pg_catalog.pg_attribute
 			      SET attoptions = NULLIF(ARRAY(SELECT o FROM pg_catalog.unnest(attoptions) AS o
