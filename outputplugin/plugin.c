@@ -54,6 +54,7 @@
 #include "utils/syscache.h"
 
 #include "auth.h"
+#include "pgcompat.h"
 
 /* first byte of every frame; bump it with docs/producing.md */
 #define KAFGRES_FRAME_VERSION	3
@@ -566,9 +567,9 @@ kafgres_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	}
 
 	if (change->data.tp.newtuple != NULL)
-		newtuple = &change->data.tp.newtuple->tuple;
+		newtuple = KAFGRES_CHANGE_TUPLE(change->data.tp.newtuple);
 	if (change->data.tp.oldtuple != NULL)
-		oldtuple = &change->data.tp.oldtuple->tuple;
+		oldtuple = KAFGRES_CHANGE_TUPLE(change->data.tp.oldtuple);
 
 	/* an insert has no old tuple and a delete no new one, by construction */
 	if (kind == FRAME_INSERT)

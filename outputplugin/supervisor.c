@@ -44,6 +44,7 @@
 #include "utils/varlena.h"
 
 #include "kafgres.h"
+#include "pgcompat.h"
 
 /* fd number at which the broker finds the read end of the liveness pipe */
 #define LIVENESS_FD				3
@@ -81,7 +82,7 @@ extern PGDLLIMPORT char *ssl_cert_file;
 extern PGDLLIMPORT char *ssl_key_file;
 extern PGDLLIMPORT char *ssl_ca_file;
 static bool start_broker(BrokerCommand *cmd);
-static void exec_broker(char **argv, int read_fd) pg_attribute_noreturn();
+pg_noreturn static void exec_broker(char **argv, int read_fd);
 static void stop_broker(void);
 static void broker_exited(int status, bool expected);
 static const char *conninfo_value(const char *value);
@@ -95,6 +96,21 @@ void
 kafgres_register_supervisor(void)
 {
 	BackgroundWorker worker;
+
+	/*
+	 * pg_upgrade starts both clusters in binary-upgrade mode to dump one
+	 * and restore into the other.  A broker there would stream the old
+	 * cluster's slot and append to the log while the upgrade runs, and keep
+	 * pg_upgrade's smart shutdown waiting for its connections forever.
+	 * Records are delivered before the upgrade and after it, never during
+	 * (docs/operations.md, "Upgrading PostgreSQL from 15 to 18").
+	 */
+	if (IsBinaryUpgrade)
+	{
+		ereport(LOG,
+				(errmsg("kafgres supervisor not started: the server is in binary upgrade mode")));
+		return;
+	}
 
 	memset(&worker, 0, sizeof(worker));
 

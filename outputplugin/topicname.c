@@ -19,6 +19,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
+#include "pgcompat.h"
 #include "topicname.h"
 
 PG_FUNCTION_INFO_V1(kafgres_topic_name_problem);

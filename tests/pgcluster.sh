@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 #
-# tests/pgcluster.sh -- a throwaway or development PostgreSQL 15 cluster
+# tests/pgcluster.sh -- a throwaway or development PostgreSQL cluster
 # running kafgres.  Used by "make run" and by the Go integration tests.
+# The PostgreSQL is the one whose pg_config comes first in PATH (or $PGBIN):
+# Debian's 15, or 18 (tests/pg18.sh, make run PG=18).
 #
 #   tests/pgcluster.sh start  DIR [PGPORT] [KAFKAPORT]
+#   tests/pgcluster.sh init   DIR [initdb options...]
 #   tests/pgcluster.sh stop   DIR
 #   tests/pgcluster.sh status DIR
 #   tests/pgcluster.sh psql   DIR [psql arguments...]
@@ -15,7 +18,9 @@
 # picked up -- runs CREATE EXTENSION IF NOT EXISTS kafgres (and ALTER EXTENSION
 # kafgres UPDATE, for a cluster made by an older kafgres) in database
 # postgres and waits up to 30 s for the Kafka port to accept connections.
-# Running it twice is harmless.
+# Running it twice is harmless.  init only creates DIR/pgdata, the same
+# way, and neither configures nor starts it: the empty cluster
+# tests/pgupgrade.sh upgrades into.
 #
 # The server's Unix socket is in DIR/run, its log is DIR/postgres.log (the
 # broker's output goes there too).  PGPORT defaults to 5432, KAFKAPORT to
@@ -36,7 +41,7 @@ PG_OS_USER=postgres
 die() { echo "pgcluster.sh: $*" >&2; exit 1; }
 
 usage() {
-	sed -n '6,9p' "$0" | sed 's/^# *//' >&2
+	sed -n '8,12p' "$0" | sed 's/^# *//' >&2
 	exit 2
 }
 
@@ -82,14 +87,8 @@ set_dir() {
 	LOG=$DIR/postgres.log
 }
 
-cmd_start() {
-	set_dir "${1:-}" create
-	local pgport=${2:-5432} kafkaport=${3:-9092}
-
-	# a Unix socket path is limited to 107 bytes
-	local sock="$RUNDIR/.s.PGSQL.$pgport"
-	[ ${#sock} -le 107 ] || die "socket path $sock is too long (max 107 bytes); use a shorter DIR"
-
+# DIR and DIR/run, owned by the OS user the server runs as
+prepare_dir() {
 	mkdir -p "$RUNDIR"
 	if [ "$(id -u)" -eq 0 ]; then
 		id "$PG_OS_USER" >/dev/null 2>&1 || die "OS user $PG_OS_USER does not exist (is postgresql-15 installed?)"
@@ -98,14 +97,43 @@ cmd_start() {
 		runuser -u "$PG_OS_USER" -- test -w "$DIR" ||
 			die "OS user $PG_OS_USER cannot reach $DIR; make every parent directory searchable (chmod o+x)"
 	fi
+}
 
-	if [ ! -f "$PGDATA/PG_VERSION" ]; then
-		echo "pgcluster.sh: creating cluster in $PGDATA"
-		as_owner "$PGBIN/initdb" -D "$PGDATA" --auth=trust -U postgres -E UTF8 \
-			--locale=C.UTF-8 >"$DIR/initdb.log" 2>&1 ||
-			{ cat "$DIR/initdb.log" >&2; die "initdb failed"; }
-		# settings live in an included file so ALTER SYSTEM stays the user's
-		echo "include_if_exists = 'kafgres.conf'" | as_owner tee -a "$PGDATA/postgresql.conf" >/dev/null
+# initdb, with extra initdb options in "$@"
+create_cluster() {
+	echo "pgcluster.sh: creating cluster in $PGDATA"
+	as_owner "$PGBIN/initdb" -D "$PGDATA" --auth=trust -U postgres -E UTF8 \
+		--locale=C.UTF-8 "$@" >"$DIR/initdb.log" 2>&1 ||
+		{ cat "$DIR/initdb.log" >&2; die "initdb failed"; }
+	# settings live in an included file so ALTER SYSTEM stays the user's
+	echo "include_if_exists = 'kafgres.conf'" | as_owner tee -a "$PGDATA/postgresql.conf" >/dev/null
+}
+
+# an empty cluster, not started: what tests/pgupgrade.sh upgrades into
+cmd_init() {
+	set_dir "${1:-}" create
+	shift
+	[ ! -e "$PGDATA" ] || die "$PGDATA exists already"
+	prepare_dir
+	create_cluster "$@"
+}
+
+cmd_start() {
+	set_dir "${1:-}" create
+	local pgport=${2:-5432} kafkaport=${3:-9092}
+
+	# a Unix socket path is limited to 107 bytes
+	local sock="$RUNDIR/.s.PGSQL.$pgport"
+	[ ${#sock} -le 107 ] || die "socket path $sock is too long (max 107 bytes); use a shorter DIR"
+
+	prepare_dir
+	if [ -f "$PGDATA/PG_VERSION" ]; then
+		local major
+		major=$("$PGBIN/postgres" --version | sed -n 's/^postgres (PostgreSQL) \([0-9]*\).*/\1/p')
+		[ "$(cat "$PGDATA/PG_VERSION")" = "$major" ] ||
+			die "$PGDATA is a PostgreSQL $(cat "$PGDATA/PG_VERSION") cluster and $PGBIN is PostgreSQL $major; use a DIR of its own, or upgrade it (docs/operations.md)"
+	else
+		create_cluster
 	fi
 
 	# rewritten on every start: ports and extra settings may change
@@ -209,6 +237,7 @@ cmd_psql() {
 
 case "${1:-}" in
 start)  shift; cmd_start "$@" ;;
+init)   shift; cmd_init "$@" ;;
 stop)   shift; cmd_stop "$@" ;;
 status) shift; cmd_status "$@" ;;
 psql)   shift; cmd_psql "$@" ;;

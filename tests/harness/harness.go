@@ -28,7 +28,10 @@ type Cluster struct {
 	PGPort    int
 	KafkaPort int
 	Addr      string // broker address for Kafka clients
-	conf      string
+	// Bin is the bindir of the PostgreSQL the cluster runs on; empty
+	// means the one whose pg_config comes first in PATH.
+	Bin  string
+	conf string
 }
 
 // Script is the path of tests/pgcluster.sh.
@@ -69,6 +72,13 @@ func Start(t testing.TB, extraConf ...string) *Cluster {
 // there.
 func StartWith(t testing.TB, conf func(c *Cluster) []string) *Cluster {
 	t.Helper()
+	return StartOn(t, "", conf)
+}
+
+// StartOn is StartWith on the PostgreSQL installed in bindir (see
+// Cluster.Bin), for a cluster of another major than PATH's.
+func StartOn(t testing.TB, bindir string, conf func(c *Cluster) []string) *Cluster {
+	t.Helper()
 	var extraConf []string
 	if p := os.Getenv("KAFGRES_BROKER_PATH"); p != "" {
 		extraConf = append(extraConf, "kafgres.broker_path = '"+p+"'")
@@ -77,7 +87,7 @@ func StartWith(t testing.TB, conf func(c *Cluster) []string) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Dir: dir, PGPort: FreePort(t), KafkaPort: FreePort(t)}
+	c := &Cluster{Dir: dir, PGPort: FreePort(t), KafkaPort: FreePort(t), Bin: bindir}
 	c.conf = strings.Join(append(conf(c), extraConf...), "\n")
 	c.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.KafkaPort))
 	t.Cleanup(func() {
@@ -125,9 +135,52 @@ func (c *Cluster) waitSlot(t testing.TB, timeout time.Duration) {
 
 func (c *Cluster) run(args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{Script(), args[0], c.Dir}, args[1:]...)...)
-	cmd.Env = append(os.Environ(), "KAFGRES_PG_CONF="+c.conf)
+	cmd.Env = c.env()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// env is the environment of tests/pgcluster.sh and tests/pgupgrade.sh for c.
+func (c *Cluster) env() []string {
+	env := append(os.Environ(), "KAFGRES_PG_CONF="+c.conf)
+	if c.Bin != "" {
+		env = append(env, "PGBIN="+c.Bin)
+	}
+	return env
+}
+
+// Upgrade moves c to the PostgreSQL in bindir with tests/pgupgrade.sh, the
+// procedure of docs/operations.md, and returns the new cluster, on c's
+// ports; c is left stopped. Every writer must have stopped.
+func (c *Cluster) Upgrade(t testing.TB, bindir string) *Cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kafgres-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Cluster{Dir: dir, PGPort: c.PGPort, KafkaPort: c.KafkaPort, Addr: c.Addr, Bin: bindir, conf: c.conf}
+	t.Cleanup(func() {
+		n.script(t, "stop")
+		if !t.Failed() || os.Getenv("KAFGRES_KEEP") == "" {
+			os.RemoveAll(dir)
+		}
+	})
+	oldBin := c.Bin
+	if oldBin == "" {
+		out, err := exec.Command("pg_config", "--bindir").Output()
+		if err != nil {
+			t.Fatalf("pg_config --bindir: %v", err)
+		}
+		oldBin = strings.TrimSpace(string(out))
+	}
+	cmd := exec.Command("bash", filepath.Join(filepath.Dir(Script()), "pgupgrade.sh"),
+		c.Dir, dir, strconv.Itoa(c.PGPort), strconv.Itoa(c.KafkaPort))
+	cmd.Env = append(c.env(), "OLD_BINDIR="+oldBin, "NEW_BINDIR="+bindir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pgupgrade.sh: %v\n%s\n%s", err, out, n.LogTail())
+	}
+	n.waitSlot(t, 30*time.Second)
+	return n
 }
 
 func (c *Cluster) script(t testing.TB, args ...string) string {
