@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -78,34 +79,8 @@ func BenchmarkVersusKafka(b *testing.B) {
 			disk = append(disk, mbps)
 			fmt.Printf("round %d  fdatasync'd sequential writes %.0f MB/s\n", round, mbps)
 		}
-		order := brokers
-		if round%2 == 1 {
-			order = []target{brokers[2], brokers[1], brokers[0]}
-		}
-		for _, w := range versusWorkloads {
-			if w.tool == "kcat" && !env.kcat {
-				continue
-			}
-			for _, t := range order {
-				if t.flush && !w.flush {
-					continue
-				}
-				r, err := env.run(w, t, round, size)
-				if err != nil {
-					b.Fatalf("round %d, %s on %s: %v\n--- kafgres log ---\n%s", round, w.name, t.name, err, c.LogTail())
-				}
-				if round > 0 {
-					results[resultKey(w, t)] = append(results[resultKey(w, t)], r)
-				}
-				// printed, not logged: a benchmark's log keeps 10 lines
-				fmt.Printf("round %d  %-12s %-40s %s\n", round, t.name, w.name, r)
-			}
-		}
-		for _, t := range brokers {
-			if err := deleteTopics(t.addr, env.created[t.name]); err != nil {
-				b.Fatalf("round %d: %v", round, err)
-			}
-			env.created[t.name] = nil
+		if err := env.round(brokers, round, size, results); err != nil {
+			b.Fatalf("%v\n--- kafgres log ---\n%s", err, c.LogTail())
 		}
 	}
 	fmt.Print(versusTables(results, brokers, median(disk), rounds, scale))
@@ -115,6 +90,43 @@ func BenchmarkVersusKafka(b *testing.B) {
 			b.ReportMetric(medianOf(k, runResult.mbps)/medianOf(f, runResult.mbps), w.id+"_ratio")
 		}
 	}
+}
+
+// round runs every workload on every broker with bytes of payload a
+// producer, the brokers' order reversed in odd rounds, adds the runs to
+// results unless it is the warm-up round 0, and deletes the round's
+// topics.
+func (e *versusEnv) round(brokers []target, round int, bytes int64, results map[string][]runResult) error {
+	order := brokers
+	if round%2 == 1 {
+		order = []target{brokers[2], brokers[1], brokers[0]}
+	}
+	for _, w := range versusWorkloads {
+		if w.tool == "kcat" && !e.kcat {
+			continue
+		}
+		for _, t := range order {
+			if t.flush && !w.flush {
+				continue
+			}
+			r, err := e.run(w, t, round, bytes)
+			if err != nil {
+				return fmt.Errorf("round %d, %s on %s: %w", round, w.name, t.name, err)
+			}
+			if round > 0 {
+				results[resultKey(w, t)] = append(results[resultKey(w, t)], r)
+			}
+			// printed, not logged: a benchmark's log keeps 10 lines
+			fmt.Printf("round %d  %-12s %-40s %s\n", round, t.name, w.name, r)
+		}
+	}
+	for _, t := range brokers {
+		if err := deleteTopics(t.addr, e.created[t.name]); err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+		e.created[t.name] = nil
+	}
+	return nil
 }
 
 // target is a broker the workloads run on.
@@ -250,14 +262,14 @@ func (e *versusEnv) createTopic(ctx context.Context, t target, topic string, par
 		return fmt.Errorf("create topic %s on %s: %w", topic, t.name, err)
 	}
 	e.created[t.name] = append(e.created[t.name], topic)
-	return waitLeaders(ctx, cl, topic, partitions)
+	return waitReady(ctx, cl, topic, partitions)
 }
 
-// waitLeaders waits until every partition of a new topic answers
+// waitReady waits until every partition of a new topic answers
 // ListOffsets: Kafka answers CreateTopics before its partitions can take
 // records, and a producer that starts at once spends the first seconds
 // retrying (100 partitions took 5 s, franz-go's metadata refresh).
-func waitLeaders(ctx context.Context, cl *kgo.Client, topic string, partitions int) error {
+func waitReady(ctx context.Context, cl *kgo.Client, topic string, partitions int) error {
 	for {
 		offsets, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 		if err == nil && offsets.Error() == nil && len(offsets[topic]) == partitions {
@@ -265,7 +277,7 @@ func waitLeaders(ctx context.Context, cl *kgo.Client, topic string, partitions i
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("topic %s: partitions without a leader: %w", topic, ctx.Err())
+			return fmt.Errorf("topic %s: partitions not ready: %w", topic, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -517,7 +529,15 @@ func fdatasyncMBps(dir string, size int) (float64, error) {
 func versusTables(results map[string][]runResult, brokers []target, disk float64, rounds int, scale float64) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "\nkafgres vs Apache Kafka 4.4: medians of %d rounds, scale %g; fdatasync'd sequential writes %.0f MB/s\n\n", rounds, scale, disk)
-	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', tabwriter.AlignRight)
+	medianTable(&s, results, brokers, disk)
+	fmt.Fprintf(&s, "\nratios kafgres / kafka (throughput > 1, latency and CPU < 1 favour kafgres)\n\n")
+	ratioTable(&s, results, brokers)
+	return s.String()
+}
+
+func medianTable(out io.Writer, results map[string][]runResult, brokers []target, disk float64) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	defer tw.Flush()
 	fmt.Fprintln(tw, "workload\tbroker\tMB/s\trecords/s\tp50 ms\tp99 ms\tCPU s/GB\tof disk\t")
 	for _, w := range versusWorkloads {
 		for _, t := range brokers {
@@ -534,9 +554,12 @@ func versusTables(results map[string][]runResult, brokers []target, disk float64
 			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.0f\t%s%.1f\t%s\n", w.name, t.name, mbps, medianOf(rs, runResult.rps), lat, medianOf(rs, runResult.cpuPerGB), ofDisk)
 		}
 	}
-	tw.Flush()
-	fmt.Fprintf(&s, "\nratios kafgres / kafka (throughput > 1, latency and CPU < 1 favour kafgres)\n\n")
-	tw = tabwriter.NewWriter(&s, 0, 0, 2, ' ', tabwriter.AlignRight)
+}
+
+// ratioTable compares kafgres with each other broker that ran a workload.
+func ratioTable(out io.Writer, results map[string][]runResult, brokers []target) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	defer tw.Flush()
 	fmt.Fprintln(tw, "workload\tvs\tMB/s\tp50\tp99\tCPU/GB\t")
 	for _, w := range versusWorkloads {
 		k := results[resultKey(w, brokers[0])]
@@ -555,8 +578,6 @@ func versusTables(results map[string][]runResult, brokers []target, disk float64
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t\n", w.name, t.name, ratio(runResult.mbps), lat, ratio(runResult.cpuPerGB))
 		}
 	}
-	tw.Flush()
-	return s.String()
 }
 
 func medianOf(rs []runResult, m func(runResult) float64) float64 {
