@@ -9,8 +9,9 @@
 //	runner [flags] kafgres start|stop      just a kafgres cluster
 //	runner [flags] topics reference|kafgres NAME:PARTITIONS...
 //
-// start prints "bootstrap=HOST:PORT" (kafgres also "pgport=", "dir=") so
-// scripts such as examples/parity-demo.sh can use the brokers.
+// start prints "bootstrap=HOST:PORT" (the reference also "pid=", kafgres
+// "pgport=", "dir=") so scripts such as examples/parity-demo.sh and the
+// benchmarks can use the brokers.
 package main
 
 import (
@@ -35,6 +36,7 @@ func main() {
 	scenarios := flag.String("scenarios", "", "comma-separated scenarios (default all)")
 	parallel := flag.Int("parallel", 2, "clients run at the same time")
 	keep := flag.Bool("keep", false, "leave both brokers running after run")
+	serverJVM := flag.Bool("server-jvm", false, "reference start: Kafka's own JVM defaults (1 GiB heap, G1 options) instead of the gate's 512 MiB heap, for benchmarks")
 	secure := flag.Bool("secure", false, "reference|kafgres start|stop: the secure pair's broker (SASL listeners, ACLs)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: runner [flags] run | reference start|stop | kafgres start|stop | topics reference|kafgres NAME:N...")
@@ -75,11 +77,15 @@ func main() {
 		}
 		fmt.Printf("bootstrap=%s\nsasl_ssl=%s\nca=%s\n", r.Addr(), r.SSLAddr(), pki.CAFile)
 	case len(args) == 2 && args[0] == "reference" && args[1] == "start":
-		r, err := StartReference(ctx, d.repo, d.cache, d.reference())
+		start := StartReference
+		if *serverJVM {
+			start = StartServerReference
+		}
+		r, err := start(ctx, d.repo, d.cache, d.reference())
 		if err != nil {
 			fatal(err)
 		}
-		fmt.Printf("bootstrap=%s\n", r.Addr())
+		fmt.Printf("bootstrap=%s\npid=%d\n", r.Addr(), r.PID)
 	case len(args) == 2 && args[0] == "reference" && args[1] == "stop":
 		dir := d.reference()
 		if *secure {

@@ -83,17 +83,34 @@ func fresh(file, src string) bool {
 // StartReference formats a fresh single-node KRaft log under dir and starts
 // the broker on free ports, waiting until it accepts connections.
 func StartReference(ctx context.Context, repo, cache, dir string) (*Reference, error) {
-	return startReference(ctx, repo, cache, dir, nil)
+	return startReference(ctx, repo, cache, dir, nil, gateJVM)
 }
+
+// StartServerReference is StartReference with Kafka's own JVM settings
+// (ServerJVM) instead of the gate's small heap: the side-by-side
+// benchmarks compare against Kafka as kafka-server-start.sh runs it.
+func StartServerReference(ctx context.Context, repo, cache, dir string) (*Reference, error) {
+	return startReference(ctx, repo, cache, dir, nil, ServerJVM)
+}
+
+// gateJVM keeps the gate's broker small: it shares the machine with
+// kafgres and a dozen client processes, and serves little data.
+var gateJVM = []string{"-Xmx512m"}
+
+// ServerJVM is what kafka-server-start.sh and kafka-run-class.sh of Kafka
+// 4.4 give the broker by default (KAFKA_HEAP_OPTS and
+// KAFKA_JVM_PERFORMANCE_OPTS), less the GC log file.
+var ServerJVM = []string{"-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+	"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"}
 
 // StartSecureReference starts the reference broker of the secure pair:
 // SASL listeners serving pki's certificate, SCRAM users made at format
 // time, the StandardAuthorizer (secure.go).
 func StartSecureReference(ctx context.Context, repo, cache, dir string, pki *PKI) (*Reference, error) {
-	return startReference(ctx, repo, cache, dir, pki)
+	return startReference(ctx, repo, cache, dir, pki, gateJVM)
 }
 
-func startReference(ctx context.Context, repo, cache, dir string, pki *PKI) (*Reference, error) {
+func startReference(ctx context.Context, repo, cache, dir string, pki *PKI, jvm []string) (*Reference, error) {
 	cp, err := Classpath(repo, cache)
 	if err != nil {
 		return nil, err
@@ -149,7 +166,8 @@ func startReference(ctx context.Context, repo, cache, dir string, pki *PKI) (*Re
 	defer logf.Close()
 	// not CommandContext: the broker outlives this call (and, for
 	// `runner reference start`, this process)
-	cmd := exec.Command("java", "-Xmx512m", "-Dlog4j2.configurationFile="+logConf, "-cp", cp, "kafka.Kafka", props)
+	args := append(append([]string{}, jvm...), "-Dlog4j2.configurationFile="+logConf, "-cp", cp, "kafka.Kafka", props)
+	cmd := exec.Command("java", args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
