@@ -136,7 +136,7 @@ soak: deps
 # b.N (-benchtime 1x); the others scale with it.
 bench: deps build install
 	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(Produce|Consume|MemoryBound|SQLProduceLatency)$$' -benchtime 200000x ./bench
-	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(PgbenchWithProduce|CDC)$$' -benchtime 1x ./bench
+	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(PgbenchWithProduce|CDC|TenThousandPartitions)$$' -benchtime 1x ./bench
 	KAFGRES_POWERLOSS_CUTS=5000 go test -count=1 -timeout 30m -run '^TestPowerLoss$$' -v ./broker/storage/segment
 
 conformance: deps build install
