@@ -9,6 +9,9 @@ import (
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
 
+// maxParallelSyncs bounds the fsyncs a pass runs at once.
+const maxParallelSyncs = 64
+
 // pass is one group commit: done closes once every partition that was dirty
 // when the pass started is durable.
 type pass struct {
@@ -100,16 +103,21 @@ func (c *committer) commit() error {
 	}
 	// The partitions' fsyncs run in parallel, the last one on this
 	// goroutine: a pass over one partition (the common case) starts no
-	// goroutine, which would cost a handoff per pass.
+	// goroutine, which would cost a handoff per pass. At most
+	// maxParallelSyncs run at once: each blocks a thread in the kernel,
+	// and a pass over thousands of partitions must not ask the runtime for
+	// thousands of threads (it dies at 10,000).
 	n := 0
+	slots := make(chan struct{}, maxParallelSyncs)
 	for p := range dirty {
 		if n++; n == len(dirty) {
 			sync1(p)
 			break
 		}
+		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer func() { <-slots; wg.Done() }()
 			sync1(p)
 		}()
 	}
