@@ -47,6 +47,10 @@ const (
 	// A session that would grow past it is closed (the client starts
 	// again with a full fetch, which then gets no session).
 	maxSessionPartitions = 100_000
+	// maxCachedPartitions bounds them all together (about 250 bytes
+	// each): past it new sessions are refused and growing ones closed, and
+	// their clients fetch in full.
+	maxCachedPartitions = 500_000
 )
 
 type fetchSessions struct {
@@ -54,10 +58,23 @@ type fetchSessions struct {
 	slots    int
 	now      func() time.Time
 	sessions map[int32]*fetchSession
+	cached   int // partitions in all sessions
+
+	// The bounds (maxSessionPartitions, maxCachedPartitions; tests lower them).
+	maxPartitions, maxCached int
+}
+
+// remove closes sess; callers hold mu.
+func (s *fetchSessions) remove(sess *fetchSession) {
+	if s.sessions[sess.id] == sess {
+		delete(s.sessions, sess.id)
+		s.cached -= len(sess.parts)
+	}
 }
 
 func newFetchSessions(slots int, now func() time.Time) *fetchSessions {
-	return &fetchSessions{slots: slots, now: now, sessions: map[int32]*fetchSession{}}
+	return &fetchSessions{slots: slots, now: now, sessions: map[int32]*fetchSession{},
+		maxPartitions: maxSessionPartitions, maxCached: maxCachedPartitions}
 }
 
 type fetchSession struct {
@@ -135,8 +152,8 @@ func (s *fetchSessions) begin(req *kmsg.FetchRequest, follower bool) (*fetchCont
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if req.SessionEpoch == 0 || req.SessionEpoch == -1 {
-		if req.SessionID != 0 {
-			delete(s.sessions, req.SessionID)
+		if sess := s.sessions[req.SessionID]; sess != nil {
+			s.remove(sess)
 		}
 		return &fetchContext{req: req, create: req.SessionEpoch == 0 && s.slots > 0}, nil
 	}
@@ -149,13 +166,15 @@ func (s *fetchSessions) begin(req *kmsg.FetchRequest, follower bool) (*fetchCont
 	case sess.topicIDs != (req.Version >= 13):
 		return nil, kerr.FetchSessionTopicIDError
 	}
+	before := len(sess.parts)
 	sess.update(req)
+	s.cached += len(sess.parts) - before
 	switch {
 	case len(sess.parts) == 0:
-		delete(s.sessions, sess.id)
+		s.remove(sess)
 		return &fetchContext{req: req}, nil
-	case len(sess.parts) > maxSessionPartitions:
-		delete(s.sessions, sess.id)
+	case len(sess.parts) > s.maxPartitions, s.cached > s.maxCached && len(sess.parts) > before:
+		s.remove(sess)
 		return nil, kerr.FetchSessionIDNotFound
 	}
 	sess.used = s.now()
@@ -279,7 +298,8 @@ func (s *fetchSessions) create(req *kmsg.FetchRequest, resp *kmsg.FetchResponse,
 	for _, rt := range req.Topics {
 		size += len(rt.Partitions)
 	}
-	if size > maxSessionPartitions || (len(s.sessions) >= s.slots && !s.evict(follower, size, now)) {
+	if size > s.maxPartitions || s.cached+size > s.maxCached ||
+		(len(s.sessions) >= s.slots && !s.evict(follower, size, now)) {
 		return 0
 	}
 	sess := &fetchSession{epoch: 1, topicIDs: req.Version >= 13, follower: follower, created: now, used: now,
@@ -301,6 +321,7 @@ func (s *fetchSessions) create(req *kmsg.FetchRequest, resp *kmsg.FetchResponse,
 		}
 	}
 	s.sessions[sess.id] = sess
+	s.cached += len(sess.parts)
 	return sess.id
 }
 
@@ -326,12 +347,12 @@ func (s *fetchSessions) evict(follower bool, size int, now time.Time) bool {
 	case lru == nil:
 		return false
 	case now.Sub(lru.used) > fetchSessionEviction:
-		delete(s.sessions, lru.id)
+		s.remove(lru)
 		return true
 	case least == nil, sessionValueLess(follower, size, 0, least.follower, len(least.parts), least.id):
 		return false
 	}
-	delete(s.sessions, least.id)
+	s.remove(least)
 	return true
 }
 

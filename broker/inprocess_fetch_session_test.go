@@ -4,6 +4,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -265,5 +266,53 @@ func TestInProcessFetchSessionFranzGo(t *testing.T) {
 		if len(sess.parts) != 3 || sess.epoch < 5 {
 			t.Fatalf("session of %d partitions at epoch %d; want 3 partitions moved on by incremental fetches", len(sess.parts), sess.epoch)
 		}
+	}
+}
+
+// TestFetchSessionBounds: a session may not grow past its partition bound,
+// nor all sessions together past theirs; the fetch that would is refused
+// (a new session is not created, a growing one is closed with
+// FETCH_SESSION_ID_NOT_FOUND) and the cache's count stays exact.
+func TestFetchSessionBounds(t *testing.T) {
+	s := newFetchSessions(10, time.Now)
+	s.maxPartitions, s.maxCached = 4, 6
+	fetch := func(id, epoch int32, partitions ...int32) (*fetchContext, error) {
+		req := sessionFetch(13, id, epoch, "b", [16]byte{1}, partitions, nil)
+		return s.begin(req, false)
+	}
+	open := func(partitions ...int32) int32 {
+		fc, err := fetch(0, 0, partitions...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := fc.req.ResponseKind().(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		for _, p := range partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = p
+			rt.Partitions = append(rt.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+		return s.finish(fc, resp, false).SessionID
+	}
+	if id := open(0, 1, 2, 3, 4); id != 0 {
+		t.Fatalf("a session of 5 partitions with a bound of 4: %d", id)
+	}
+	a := open(0, 1, 2)
+	b := open(0, 1)
+	if a == 0 || b == 0 || s.cached != 5 {
+		t.Fatalf("sessions %d and %d, %d partitions cached; want two and 5", a, b, s.cached)
+	}
+	if id := open(0, 1); id != 0 {
+		t.Fatalf("a session past the cache's bound of 6: %d", id)
+	}
+	if _, err := fetch(a, 1, 3, 4); !errors.Is(err, kerr.FetchSessionIDNotFound) {
+		t.Fatalf("growing a session past the cache's bound: %v, want FETCH_SESSION_ID_NOT_FOUND", err)
+	}
+	if s.cached != 2 || s.sessions[a] != nil {
+		t.Fatalf("after closing the grown session: %d cached, session still there: %v", s.cached, s.sessions[a] != nil)
+	}
+	if _, err := fetch(b, 1, 2); err != nil || s.cached != 3 {
+		t.Fatalf("growing within the bounds: %v, %d cached", err, s.cached)
 	}
 }
