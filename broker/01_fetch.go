@@ -84,6 +84,7 @@ func (b *Broker) fetch(ctx context.Context, cc *conn, req *kmsg.FetchRequest) (*
 		if hasErr || n >= int(req.MinBytes) || !time.Now().Before(deadline) {
 			return resp, nil
 		}
+		b.fetchBufs.release(resp) // read again below
 		select {
 		case <-wake:
 		case <-timer.C:
@@ -191,7 +192,13 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, denied bool, r
 	if rp.FetchOffset >= end || (limit <= 0 && !first) {
 		return nil, nil
 	}
-	data, err := p.log.Read(rp.FetchOffset, max(limit, 1), end)
+	var data []byte
+	var err error
+	if ra, ok := p.log.(appendReader); ok {
+		data, err = ra.ReadAppend(b.fetchBufs.get(), rp.FetchOffset, max(limit, 1), end)
+	} else {
+		data, err = p.log.Read(rp.FetchOffset, max(limit, 1), end)
+	}
 	switch {
 	case errors.Is(err, segment.ErrOffsetOutOfRange):
 		return nil, kerr.OffsetOutOfRange
@@ -202,6 +209,7 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, denied bool, r
 		return nil, kerr.KafkaStorageError
 	}
 	if len(data) > limit && !first {
+		b.fetchBufs.put(data)
 		return nil, nil // only the response's first batch may exceed the limits
 	}
 	if req.IsolationLevel == 1 && len(data) > 0 {

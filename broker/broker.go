@@ -71,6 +71,7 @@ type Broker struct {
 	sessions  *sessions
 
 	fetchSessions *fetchSessions // incremental fetch sessions (fetch_sessions.go)
+	fetchBufs     fetchBuffers   // fetch_buffers.go
 
 	// sourcePID is the producer id of the SQL source's Kafka transactions
 	// (sourced.go), -1 until one is needed; sourceMu guards it.

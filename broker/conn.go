@@ -40,6 +40,10 @@ type conn struct {
 	log      *slog.Logger
 	clientID string
 
+	// fetchBufs takes back a fetch's record buffers once its response is
+	// encoded (the broker's; nil in tests that build a conn by hand).
+	fetchBufs *fetchBuffers
+
 	// listener is the listener the client connected through; principal
 	// is who the client is (User:ANONYMOUS until it authenticates, and on
 	// listeners that do not authenticate; a client certificate's mapped
@@ -335,7 +339,8 @@ func appendResponse(dst []byte, correlation int32, resp kmsg.Response) []byte {
 func (b *Broker) serveConn(ctx context.Context, nc net.Conn, l *boundListener) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cc := &conn{nc: nc, log: b.log.With("remote", nc.RemoteAddr().String()), listener: l, principal: anonymous, host: hostOf(nc)}
+	cc := &conn{nc: nc, log: b.log.With("remote", nc.RemoteAddr().String()), listener: l, principal: anonymous, host: hostOf(nc),
+		fetchBufs: &b.fetchBufs}
 	if len(b.listeners) > 1 {
 		cc.log = cc.log.With("listener", l.Name)
 	}
@@ -516,6 +521,9 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, cl
 			buf = append(buf, r.token...)
 		case r.resp != nil:
 			buf = appendResponse(buf[:0], r.correlation, r.resp)
+			if fr, ok := r.resp.(*kmsg.FetchResponse); ok && cc.fetchBufs != nil {
+				cc.fetchBufs.release(fr) // its records are in buf now
+			}
 		default:
 			buf = buf[:0]
 		}

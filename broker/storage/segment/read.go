@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 
 	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
@@ -58,6 +59,13 @@ func (v *segView) findBatch(offset int64) (BatchHeader, int64, error) {
 // is returned even if it is larger than maxBytes; after it, reading stops
 // before maxBytes would be exceeded.
 func (l *Log) Read(offset int64, maxBytes int, limit int64) ([]byte, error) {
+	return l.ReadAppend(nil, offset, maxBytes, limit)
+}
+
+// ReadAppend is Read appending to dst, whose spare capacity it uses: a
+// caller that reuses buffers saves the allocation (and its zeroing) of
+// every read.
+func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, limit int64) ([]byte, error) {
 	views, start, end, err := l.snapshot(offset)
 	if err != nil {
 		return nil, err
@@ -118,7 +126,7 @@ func (l *Log) Read(offset int64, maxBytes int, limit int64) ([]byte, error) {
 	if total == 0 {
 		return nil, nil
 	}
-	out := make([]byte, total)
+	out := slices.Grow(dst[:0], int(total))[:total]
 	n := int64(0)
 	for _, sp := range spans {
 		if _, err := sp.f.ReadAt(out[n:n+sp.n], sp.pos); err != nil {
