@@ -70,9 +70,12 @@ func (b *Broker) GuardSource(ctx context.Context) error {
 	if poll <= 0 {
 		poll = sourceGuardPoll
 	}
-	var last error
+	var (
+		last     error
+		reported *metadata.SourceGuard // written to SQL already
+	)
 	err := retry.Run(ctx, retry.Policy{Min: poll, Max: poll}, func(ctx context.Context) (bool, error) {
-		err := b.checkSource(ctx)
+		err := b.checkSource(ctx, &reported)
 		last = err
 		return false, err
 	}, func(f retry.Failure) {
@@ -89,8 +92,9 @@ func (b *Broker) GuardSource(ctx context.Context) error {
 // checkSource is one look: nil when nothing is ahead of the WAL (any
 // refusal is cleared), errSourceAhead while the refusal stands, after
 // rebasing if the operator has confirmed. Errors of the data directory are
-// permanent.
-func (b *Broker) checkSource(ctx context.Context) error {
+// permanent. *reported is the refusal written to SQL, rewritten only when
+// it changes: the row is the broker's alone.
+func (b *Broker) checkSource(ctx context.Context, reported **metadata.SourceGuard) error {
 	wal, latched, err := b.data.SourceGuard()
 	if err != nil {
 		return retry.Permanent(err)
@@ -115,8 +119,11 @@ func (b *Broker) checkSource(ctx context.Context) error {
 		}
 	}
 	g := metadata.SourceGuard{WAL: wal, Log: top, Partitions: describeAhead(ahead)}
-	if err := b.meta.ReportSourceGuard(ctx, g); err != nil {
-		return err
+	if *reported == nil || **reported != g {
+		if err := b.meta.ReportSourceGuard(ctx, g); err != nil {
+			return err
+		}
+		*reported = &g
 	}
 	keep, ok, err := b.meta.SourceGuardRebase(ctx)
 	if err != nil {
@@ -126,7 +133,7 @@ func (b *Broker) checkSource(ctx context.Context) error {
 		if err := b.rebaseSource(ctx, keep, top); err != nil {
 			return err
 		}
-		return b.checkSource(ctx)
+		return b.checkSource(ctx, reported)
 	}
 	return fmt.Errorf("%w: the WAL insert position was %s and the log holds %s (%s). "+
 		"The database is older than the log or belongs to another cluster (pg_dump/pg_restore, "+

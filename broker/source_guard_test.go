@@ -11,8 +11,9 @@ import (
 )
 
 // guardBroker is sourcedBroker with a data directory and a metadata store
-// for the source guard.
-func guardBroker(t *testing.T) (*Broker, *partition, *metadata.Memory) {
+// for the source guard, its partition at source position applied and the
+// WAL insert position at wal.
+func guardBroker(t *testing.T, applied, wal uint64) (*Broker, *partition, *metadata.Memory) {
 	t.Helper()
 	b, p := sourcedBroker(t)
 	data, err := storage.Open(t.TempDir(), true)
@@ -21,17 +22,17 @@ func guardBroker(t *testing.T) (*Broker, *partition, *metadata.Memory) {
 	}
 	mem := metadata.NewMemory()
 	b.data, b.meta, b.sourceGuardPoll = data, mem, 5*time.Millisecond
+	if _, err := b.AppendSourced("t", 0, sourcedBatch(applied), false); err != nil {
+		t.Fatal(err)
+	}
+	mem.SetWALInsertLSN(wal)
 	return b, p, mem
 }
 
 // TestSourceGuardNothingAhead: a log at or below the WAL passes at once,
 // and a refusal left in SQL by an earlier run is cleared.
 func TestSourceGuardNothingAhead(t *testing.T) {
-	b, _, mem := guardBroker(t)
-	if _, err := b.AppendSourced("t", 0, sourcedBatch(500), false); err != nil {
-		t.Fatal(err)
-	}
-	mem.SetWALInsertLSN(500)
+	b, _, mem := guardBroker(t, 500, 500)
 	if err := mem.ReportSourceGuard(context.Background(), metadata.SourceGuard{WAL: 1, Log: 2, Partitions: "stale"}); err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +52,7 @@ func TestSourceGuardNothingAhead(t *testing.T) {
 // not lift it; the operator's confirmation makes the partition forget its
 // positions, and lower sources append again.
 func TestSourceGuardRefusesUntilRebased(t *testing.T) {
-	b, p, mem := guardBroker(t)
-	if _, err := b.AppendSourced("t", 0, sourcedBatch(0x1000), false); err != nil {
-		t.Fatal(err)
-	}
-	mem.SetWALInsertLSN(0x500)
+	b, p, mem := guardBroker(t, 0x1000, 0x500)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -122,11 +119,7 @@ func TestSourceGuardRefusesUntilRebased(t *testing.T) {
 // TestSourceGuardEndsWithContext: a refusing guard returns the refusal
 // when its context ends.
 func TestSourceGuardEndsWithContext(t *testing.T) {
-	b, _, mem := guardBroker(t)
-	if _, err := b.AppendSourced("t", 0, sourcedBatch(0x1000), false); err != nil {
-		t.Fatal(err)
-	}
-	mem.SetWALInsertLSN(0x500)
+	b, _, _ := guardBroker(t, 0x1000, 0x500)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := b.GuardSource(ctx); !errors.Is(err, errSourceAhead) {
