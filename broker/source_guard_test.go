@@ -126,3 +126,55 @@ func TestSourceGuardEndsWithContext(t *testing.T) {
 		t.Fatalf("GuardSource = %v, want errSourceAhead", err)
 	}
 }
+
+// TestInProcessSourceGuardCommitsOpenTransaction: a source transaction a
+// crash left open in a log ahead of the WAL cannot be completed by this
+// WAL's replay; the rebase commits it, so read_committed consumers see
+// its records and the producer does not start inside it.
+func TestInProcessSourceGuardCommitsOpenTransaction(t *testing.T) {
+	tb := startTestBroker(t)
+	tb.sourceGuardPoll = 5 * time.Millisecond
+	c := tb.dial(t)
+	tb.createTopic(t, c, "sa", 1, nil)
+	tb.createTopic(t, c, "sb", 1, nil)
+	for _, topic := range []string{"sa", "sb"} {
+		if _, err := tb.AppendSourced(topic, 0, sourcedBatch(0x1000), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb.meta.SetWALInsertLSN(0x500)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- tb.GuardSource(ctx) }()
+	for {
+		if g, ok := tb.meta.SourceGuard(); ok {
+			if g.Partitions != "sa-0 at 0/1000, sb-0 at 0/1000" {
+				t.Fatalf("refusal names %q", g.Partitions)
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("GuardSource returned %v for a log ahead of the WAL", err)
+		case <-ctx.Done():
+			t.Fatal("no refusal reported")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := tb.meta.ConfirmSourceRebase(0x1000, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("GuardSource after the rebase = %v", err)
+	}
+	if open, end := tb.SourcedTxn(); open {
+		t.Fatalf("source transaction still open (up to %#x) after the rebase", end)
+	}
+	for _, topic := range []string{"sa", "sb"} {
+		wantFetch(t, topic+" read_committed after the rebase", tb.fetchTxn(c, topic, 0, 1), 6, 6, []int64{0, 5}, []int64{5})
+		if got, err := tb.SourceApplied(topic, 0); err != nil || got != 0 {
+			t.Fatalf("%s SourceApplied after the rebase = %#x, %v; want 0", topic, got, err)
+		}
+	}
+}
