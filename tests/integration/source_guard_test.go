@@ -75,9 +75,20 @@ func TestSourceGuard(t *testing.T) {
 	if err := connB.QueryRow(ctx, `SELECT wal_lsn::text, log_lsn::text, log_lsn > wal_lsn FROM kafgres.source_guard`).Scan(&walLSN, &logLSN, &ahead); err != nil || !ahead {
 		t.Fatalf("kafgres.source_guard: %s, %s, ahead %v, %v", walLSN, logLSN, ahead, err)
 	}
-	if !strings.Contains(b.LogTail(), "not appending SQL-produced and CDC records") {
-		t.Errorf("the broker's log does not say it refuses:\n%s", b.LogTail())
-	}
+	// The log line follows the row.
+	harness.Eventually(t, 10*time.Second, func() error {
+		log, err := os.ReadFile(filepath.Join(b.Dir, "postgres.log"))
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, "not appending SQL-produced and CDC records") &&
+				strings.Contains(line, topic+"-0 at ") && strings.Contains(line, "kafgres_rebase_source_positions") {
+				return nil
+			}
+		}
+		return fmt.Errorf("the broker's log does not say it refuses, where and the way out")
+	})
 
 	// B's first records end below A's positions: without the guard they
 	// would be skipped as already appended.
@@ -271,4 +282,69 @@ func kafkaProduce(t *testing.T, addr, topic, value string) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(value)}).FirstErr(); err != nil {
 		t.Fatalf("produce %s to %s: %v", value, topic, err)
 	}
+}
+
+// TestSourceGuardPointInTime: the database goes back to a crash-consistent
+// copy (a PITR's result: the same history up to a point, its slot from
+// then) while the log stays newer. The broker refuses; records committed
+// on the restored database are held, not skipped; the rebase keeping the
+// positions up to the copy point leaves every record once: those from
+// before the copy (which the restored slot replays) are not appended
+// again, those of the abandoned history stay, and the new ones follow.
+func TestSourceGuardPointInTime(t *testing.T) {
+	ctx := context.Background()
+	const topic = "pitr"
+	c := harness.Start(t)
+	c.CreateTopic(t, topic, 2)
+	conn := c.Conn(t)
+	want := map[int32][]string{}
+	produceSQL(t, conn, topic, "p", 0, 10, want)
+	waitDelivered(t, conn)
+	// The copy point: every record so far ends at or below it.
+	var point string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&point); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	// A crash-consistent copy, as a snapshot or a PITR would leave it:
+	// the slot as of its last checkpoint, before these records were
+	// acknowledged.
+	c.StopPG(t, "immediate")
+	harness.WaitPortClosed(t, c.Addr, 30*time.Second)
+	pgdata := filepath.Join(c.Dir, "pgdata")
+	backup := filepath.Join(c.Dir, "backup")
+	if out, err := exec.Command("cp", "-a", pgdata, backup).CombinedOutput(); err != nil {
+		t.Fatalf("copy pgdata: %v\n%s", err, out)
+	}
+
+	// The abandoned history: more records, in the log only.
+	c.StartPG(t)
+	conn = c.Conn(t)
+	produceSQL(t, conn, topic, "q", 0, 10, want)
+	waitDelivered(t, conn)
+	conn.Close(ctx)
+	c.StopPG(t, "fast")
+
+	// Back to the copy, with the newer log.
+	if err := os.RemoveAll(filepath.Join(backup, "kafgres")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(pgdata, "kafgres"), filepath.Join(backup, "kafgres")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(pgdata); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(backup, pgdata); err != nil {
+		t.Fatal(err)
+	}
+	c.StartPG(t)
+	conn = c.Conn(t)
+	waitRefusal(t, conn)
+	produceSQL(t, conn, topic, "r", 0, 10, want)
+	notDelivered(t, conn)
+
+	mustExec(t, conn, fmt.Sprintf(`SELECT kafgres_rebase_source_positions(log_lsn, '%s') FROM kafgres.source_guard`, point))
+	waitDelivered(t, conn)
+	checkMoved(t, c.Addr, topic, want)
 }
