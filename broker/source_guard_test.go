@@ -29,6 +29,29 @@ func guardBroker(t *testing.T, applied, wal uint64) (*Broker, *partition, *metad
 	return b, p, mem
 }
 
+// startGuard runs GuardSource in the background until the end of the
+// test and waits for the refusal it reports; done gets what GuardSource
+// returns.
+func startGuard(t *testing.T, b *Broker, mem *metadata.Memory) (metadata.SourceGuard, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- b.GuardSource(ctx) }()
+	for {
+		if g, ok := mem.SourceGuard(); ok {
+			return g, done
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("GuardSource returned %v for a log ahead of the WAL", err)
+		case <-ctx.Done():
+			t.Fatal("no refusal reported")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // TestSourceGuardNothingAhead: a log at or below the WAL passes at once,
 // and a refusal left in SQL by an earlier run is cleared.
 func TestSourceGuardNothingAhead(t *testing.T) {
@@ -53,25 +76,7 @@ func TestSourceGuardNothingAhead(t *testing.T) {
 // positions, and lower sources append again.
 func TestSourceGuardRefusesUntilRebased(t *testing.T) {
 	b, p, mem := guardBroker(t, 0x1000, 0x500)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- b.GuardSource(ctx) }()
-
-	var g metadata.SourceGuard
-	for {
-		var ok bool
-		if g, ok = mem.SourceGuard(); ok {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("GuardSource returned %v for a log ahead of the WAL", err)
-		case <-ctx.Done():
-			t.Fatal("no refusal reported")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	g, done := startGuard(t, b, mem)
 	want := metadata.SourceGuard{WAL: 0x500, Log: 0x1000, Partitions: "t-0 at 0/1000"}
 	if g != want {
 		t.Fatalf("refusal %+v, want %+v", g, want)
@@ -143,24 +148,9 @@ func TestInProcessSourceGuardCommitsOpenTransaction(t *testing.T) {
 		}
 	}
 	tb.meta.SetWALInsertLSN(0x500)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- tb.GuardSource(ctx) }()
-	for {
-		if g, ok := tb.meta.SourceGuard(); ok {
-			if g.Partitions != "sa-0 at 0/1000, sb-0 at 0/1000" {
-				t.Fatalf("refusal names %q", g.Partitions)
-			}
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("GuardSource returned %v for a log ahead of the WAL", err)
-		case <-ctx.Done():
-			t.Fatal("no refusal reported")
-		case <-time.After(5 * time.Millisecond):
-		}
+	g, done := startGuard(t, tb.Broker, tb.meta)
+	if g.Partitions != "sa-0 at 0/1000, sb-0 at 0/1000" {
+		t.Fatalf("refusal names %q", g.Partitions)
 	}
 	if err := tb.meta.ConfirmSourceRebase(0x1000, 0); err != nil {
 		t.Fatal(err)
