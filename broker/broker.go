@@ -77,6 +77,8 @@ type Broker struct {
 	// (sourced.go), -1 until one is needed; sourceMu guards it.
 	sourceMu  sync.Mutex
 	sourcePID int64
+	// sourceGuardPoll overrides sourceGuardPoll (tests).
+	sourceGuardPoll time.Duration
 
 	// fatal is closed with fatalErr set when the broker must stop (a failed
 	// fsync): continuing could acknowledge data the kernel dropped.

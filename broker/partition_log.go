@@ -44,6 +44,9 @@ type partitionLog interface {
 	LogEndOffset() int64
 	DurableEnd() int64
 	SourceApplied() uint64
+	// ForgetSourcesAbove drops the source positions above keep, durably:
+	// the operator's way out of a log ahead of the WAL (source_guard.go).
+	ForgetSourcesAbove(keep uint64) error
 	// Size is the bytes of batches held, as DescribeLogDirs reports it.
 	Size() int64
 

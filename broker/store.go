@@ -26,6 +26,7 @@ type metadataStore interface {
 	MirrorDelivered(ctx context.Context, lsn uint64) error
 	MirrorLogEnds(ctx context.Context, ends []metadata.LogEnd) error
 	archiveStore
+	sourceGuardStore
 	// RoleCredentials reads the Postgres roles SASL clients log in as
 	// (kafgres.role_credential): verifier, LOGIN, VALID UNTIL and
 	// membership in clientRole ("" for none). A role that does not exist
@@ -57,6 +58,15 @@ type catalogStore interface {
 		next func(current map[string]string) (map[string]string, error)) error
 	AlterBrokerConfigs(ctx context.Context, nodeID int32, cluster, commit bool,
 		next func(node, cluster map[string]string) (map[string]string, error)) error
+}
+
+// sourceGuardStore is the WAL position the log's source positions are
+// checked against, and the refusal shown in SQL (source_guard.go).
+type sourceGuardStore interface {
+	WALInsertLSN(ctx context.Context) (uint64, error)
+	ReportSourceGuard(ctx context.Context, g metadata.SourceGuard) error
+	SourceGuardRebase(ctx context.Context) (keep uint64, ok bool, err error)
+	ClearSourceGuard(ctx context.Context) error
 }
 
 // aclStore holds the Kafka ACLs (kafgres.acl).

@@ -145,6 +145,32 @@ func (d *Decoder) Run(ctx context.Context, out chan<- Event) error {
 	})
 }
 
+// PrepareSlot creates the slot if it does not exist, and checks it is
+// ours, without streaming: from then on the server keeps the WAL of every
+// transaction that commits, for Run to stream when it starts. The broker
+// calls it before it may hold Run back (broker.GuardSource), so that what
+// commits meanwhile is not lost. It retries as Run does, until ctx ends.
+func (d *Decoder) PrepareSlot(ctx context.Context) error {
+	if err := checkName("slot", d.cfg.Slot); err != nil {
+		return err
+	}
+	if err := checkName("plugin", d.cfg.Plugin); err != nil {
+		return err
+	}
+	s := &stream{d: d}
+	return retry.Run(ctx, retry.Policy{Min: minBackoff, Max: maxBackoff, Wait: d.wait}, func(ctx context.Context) (bool, error) {
+		if err := s.connect(ctx); err != nil {
+			return false, err
+		}
+		defer s.disconnect(ctx)
+		return false, s.prepareSlot(ctx)
+	}, func(f retry.Failure) {
+		if f.Log {
+			d.log.Warn("preparing the replication slot failed, retrying", "err", f.Err, "attempt", f.Attempt, "retry_in", f.Delay)
+		}
+	})
+}
+
 // checkName accepts what Postgres accepts as a slot name, which keeps the
 // names safe to splice into replication commands.
 func checkName(what, name string) error {
@@ -239,6 +265,32 @@ func (s *stream) run(ctx context.Context) error {
 	// A keepalive of the last session may lie inside a transaction that
 	// session did not finish; the next session reports its own.
 	s.pending = 0
+	if err := s.connect(ctx); err != nil {
+		return err
+	}
+	defer s.disconnect(ctx)
+
+	if err := s.prepareSlot(ctx); err != nil {
+		return err
+	}
+	opts := pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication}
+	// LSN 0: the server starts at the slot's confirmed_flush_lsn.
+	if err := pglogrepl.StartReplication(ctx, s.conn, s.d.cfg.Slot, 0, opts); err != nil {
+		return fmt.Errorf("start replication: %w", withHint(err))
+	}
+	s.streamed = true
+	s.d.log.Info("streaming", "acked", LSN(s.d.acked.Load()))
+	err := s.receive(ctx)
+	if ctx.Err() != nil {
+		// Report the last acknowledgement on the way out, so a clean
+		// shutdown leaves confirmed_flush_lsn current.
+		s.sendStatus()
+	}
+	return err
+}
+
+// connect opens the session's replication connection (s.conn).
+func (s *stream) connect(ctx context.Context) error {
 	cfg, err := pgconn.ParseConfig(s.d.cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("parse DSN: %w", err)
@@ -261,32 +313,16 @@ func (s *stream) run(ctx context.Context) error {
 	}
 	s.conn = conn
 	s.paced = pausingOf(conn.Conn())
-	defer func() {
-		// Close politely (Terminate) so the walsender exits and frees the
-		// slot at once; the caller's ctx may already be done.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		defer cancel()
-		conn.Close(cctx)
-		s.conn = nil
-	}()
+	return nil
+}
 
-	if err := s.prepareSlot(ctx); err != nil {
-		return err
-	}
-	opts := pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication}
-	// LSN 0: the server starts at the slot's confirmed_flush_lsn.
-	if err := pglogrepl.StartReplication(ctx, conn, s.d.cfg.Slot, 0, opts); err != nil {
-		return fmt.Errorf("start replication: %w", withHint(err))
-	}
-	s.streamed = true
-	s.d.log.Info("streaming", "acked", LSN(s.d.acked.Load()))
-	err = s.receive(ctx)
-	if ctx.Err() != nil {
-		// Report the last acknowledgement on the way out, so a clean
-		// shutdown leaves confirmed_flush_lsn current.
-		s.sendStatus()
-	}
-	return err
+// disconnect closes the connection politely (Terminate), so the walsender
+// exits and frees the slot at once; ctx may already be done.
+func (s *stream) disconnect(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	s.conn.Close(cctx)
+	s.conn = nil
 }
 
 // prepareSlot checks wal_level and creates the slot if it is missing.

@@ -1,4 +1,4 @@
-/* kafgres 0.7.0 -> 0.8.0: the table storage engine (issue #15) */
+/* kafgres 0.7.0 -> 0.8.0: the table storage engine (issue #15), the source guard */
 
 \echo Use "ALTER EXTENSION kafgres UPDATE TO '0.8.0'" to load this file. \quit
 
@@ -136,3 +136,83 @@ END
 $$;
 COMMENT ON FUNCTION kafgres.log_drop_segment(bigint, int, bigint) IS 'drops a segment (a leaf table) of a partition of the table engine';
 REVOKE ALL ON FUNCTION kafgres.log_drop_segment(bigint, int, bigint) FROM PUBLIC;
+
+/*
+ * kafgres.source_guard: the broker's refusal to append SQL-produced and CDC
+ * records because its log holds source positions (commit LSNs) beyond this
+ * server's WAL insert position: the database is older than the log or
+ * belongs to another cluster (pg_dump/pg_restore, point-in-time recovery,
+ * a new cluster on an old data directory), and new transactions ending at
+ * or below those positions would be skipped as already appended
+ * (broker/source_guard.go, docs/operations.md "A log ahead of the WAL").
+ * One row while the broker refuses, written by it; rebase_to is the
+ * operator's confirmation (kafgres_rebase_source_positions). The Kafka
+ * side keeps serving. Not dumped: positions mean nothing in another
+ * cluster.
+ */
+CREATE TABLE kafgres.source_guard (
+    singleton  boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    wal_lsn    pg_lsn      NOT NULL,
+    log_lsn    pg_lsn      NOT NULL,
+    partitions text        NOT NULL,
+    since      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    rebase_to  pg_lsn
+);
+COMMENT ON TABLE kafgres.source_guard IS 'the broker''s refusal of a log whose source positions are ahead of the WAL';
+REVOKE ALL ON kafgres.source_guard FROM PUBLIC;
+
+/*
+ * kafgres_rebase_source_positions(log_lsn, keep_upto): the way out of the
+ * refusal above, once the operator has made sure the log's positions
+ * belong to another history of the database. log_lsn must repeat the
+ * refusal's log_lsn, as a confirmation of what is forgotten. The broker
+ * then commits the SQL source's Kafka transaction if one was left open and
+ * makes every partition forget its source positions above keep_upto (the
+ * records stay), and appends again. keep_upto: 0/0 (the default) after a
+ * dump and restore or on a new cluster, where no position of the log means
+ * anything; after a point-in-time recovery, the recovery target's LSN
+ * (positions up to it are the same history), or 0/0 to err towards
+ * appending a record twice rather than losing it.
+ */
+CREATE FUNCTION kafgres_rebase_source_positions(log_lsn pg_lsn, keep_upto pg_lsn DEFAULT '0/0')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g kafgres.source_guard;
+BEGIN
+    SELECT * INTO g FROM kafgres.source_guard FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'the broker is not refusing a log ahead of the WAL: there are no source positions to rebase';
+    END IF;
+    IF log_lsn IS DISTINCT FROM g.log_lsn THEN
+        RAISE EXCEPTION 'log_lsn % does not match the refusal''s log_lsn %', log_lsn, g.log_lsn
+              USING HINT = 'SELECT * FROM kafgres.source_guard shows what the broker refuses.';
+    END IF;
+    IF keep_upto IS NULL OR keep_upto > g.wal_lsn THEN
+        RAISE EXCEPTION 'keep_upto % must be at most the WAL position % the log was found ahead of', keep_upto, g.wal_lsn;
+    END IF;
+    UPDATE kafgres.source_guard SET rebase_to = keep_upto;
+END
+$$;
+COMMENT ON FUNCTION kafgres_rebase_source_positions(pg_lsn, pg_lsn) IS 'confirm that the broker may forget the log''s source positions ahead of the WAL';
+REVOKE ALL ON FUNCTION kafgres_rebase_source_positions(pg_lsn, pg_lsn) FROM PUBLIC;
+
+/*
+ * kafgres.pipeline gains sql_source_refused: NULL while SQL-produced and
+ * CDC records flow, else why the broker does not append them.
+ */
+CREATE OR REPLACE VIEW kafgres.pipeline AS
+    SELECT d.applied_lsn,
+           pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), d.applied_lsn)::bigint AS lag_bytes,
+           (SELECT pg_catalog.count(*) FROM kafgres.dead_letter AS l
+             WHERE l.mapping_id IS NULL)                                              AS dead_lettered,
+           (SELECT pg_catalog.max(l.created_at) FROM kafgres.dead_letter AS l
+             WHERE l.mapping_id IS NULL)                                              AS last_dead_letter_at,
+           public.kafgres_rejected_messages()                                         AS rejected_messages,
+           (SELECT pg_catalog.format('log ahead of the WAL since %s: WAL at %s, log at %s (%s); '
+                                     'see docs/operations.md "A log ahead of the WAL"',
+                                     g.since, g.wal_lsn, g.log_lsn, g.partitions)
+              FROM kafgres.source_guard AS g)                                         AS sql_source_refused
+      FROM kafgres.delivery AS d;

@@ -34,6 +34,11 @@ type Memory struct {
 	superRoles []string
 	txn        *memoryTxns // memory_transactions.go
 
+	// The source guard (source_guard.go).
+	walInsert   uint64
+	guard       *SourceGuard
+	guardRebase *uint64
+
 	// aclsChanged: Postgres's NOTIFY kafgres_acls.
 	aclsChanged chan struct{}
 	roles       map[string]MemoryRole // SetRole

@@ -31,7 +31,7 @@ WHERE p.topic_id OPERATOR(pg_catalog.=) u.topic_id AND p.partition OPERATOR(pg_c
 // MirrorDelivered records that every source record up to lsn is in the
 // log (kafgres.delivery, read by kafgres_wait_delivered).
 func (s *Postgres) MirrorDelivered(ctx context.Context, lsn uint64) error {
-	return s.mirror.exec(ctx, sqlDelivered, lsnText(lsn))
+	return s.mirror.exec(ctx, sqlDelivered, LSNText(lsn))
 }
 
 // MirrorLogEnds writes the log ends of the partitions given.
@@ -46,7 +46,8 @@ func (s *Postgres) MirrorLogEnds(ctx context.Context, ends []LogEnd) error {
 	return s.mirror.exec(ctx, sqlMirror, ids, parts, hws, starts)
 }
 
-func lsnText(lsn uint64) string { return fmt.Sprintf("%X/%X", lsn>>32, uint32(lsn)) }
+// LSNText formats a WAL position as Postgres does (pg_lsn's text).
+func LSNText(lsn uint64) string { return fmt.Sprintf("%X/%X", lsn>>32, uint32(lsn)) }
 
 // mirrorConn is a dedicated connection, so that its session keeps
 // synchronous_commit=off: the mirror is a cache of the log, rebuilt from

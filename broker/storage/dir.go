@@ -141,6 +141,47 @@ func (d *Dir) SetSourceProducer(id int64) error {
 	return segment.WriteFileAtomic(d.fsys, d.root, sourceProducerFile, []byte(strconv.FormatInt(id, 10)+"\n"), d.fsync)
 }
 
+// sourceGuardFile latches the broker's refusal of a log whose source
+// positions are ahead of the WAL (broker/source_guard.go): it holds the
+// WAL position the log was found ahead of. The refusal must outlive a
+// restart, since by then the WAL may have grown past the log's positions
+// and a fresh comparison would pass.
+const sourceGuardFile = "source-guard"
+
+// SourceGuard reads the latched refusal: the WAL position the log was
+// found ahead of; ok is false when there is none.
+func (d *Dir) SourceGuard() (wal uint64, ok bool, err error) {
+	path := filepath.Join(d.root, sourceGuardFile)
+	b, err := vfs.ReadFile(d.fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read source guard: %w", err)
+	}
+	wal, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("read source guard: %s holds %q", path, b)
+	}
+	return wal, true, nil
+}
+
+// SetSourceGuard latches a refusal at WAL position wal, durably.
+func (d *Dir) SetSourceGuard(wal uint64) error {
+	return segment.WriteFileAtomic(d.fsys, d.root, sourceGuardFile, []byte(strconv.FormatUint(wal, 10)+"\n"), d.fsync)
+}
+
+// ClearSourceGuard removes the latch, durably.
+func (d *Dir) ClearSourceGuard() error {
+	if err := d.fsys.Remove(filepath.Join(d.root, sourceGuardFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("clear source guard: %w", err)
+	}
+	if d.fsync {
+		return segment.SyncDir(d.fsys, d.root)
+	}
+	return nil
+}
+
 // PartitionDir is the directory of partition index of topic.
 func (d *Dir) PartitionDir(topic string, index int32) string {
 	return filepath.Join(d.root, fmt.Sprintf("%s-%d", topic, index))

@@ -187,6 +187,20 @@ func run() error {
 	go func() {
 		defer close(produced)
 		dec := decoder.New(decoder.Config{DSN: cfg.DSN, Logger: log.With("component", "decoder")})
+		// The slot first: while the source guard holds the producer back
+		// (a log ahead of the WAL), the slot keeps what commits meanwhile.
+		if err := dec.PrepareSlot(pctx); err != nil {
+			if pctx.Err() == nil {
+				log.Error("SQL produce not started", "err", err)
+			}
+			return
+		}
+		if err := b.GuardSource(pctx); err != nil {
+			if pctx.Err() == nil {
+				log.Error("SQL produce not started", "err", err)
+			}
+			return
+		}
 		// CDC mappings render in Postgres through their own pools, with
 		// search_path pinned: nothing the renderer sends depends on it
 		pcfg, err := pgxpool.ParseConfig(cfg.DSN)

@@ -24,6 +24,7 @@ SELECT kafgres_create_partitions('priv', 2);
 SELECT * FROM kafgres_partition_offsets('priv');
 SELECT * FROM kafgres_archive_status();
 SELECT * FROM kafgres.archive_status;
+SELECT kafgres_rebase_source_positions('0/0');
 SELECT kafgres_rejected_messages();
 SELECT kafgres_wait_delivered('0/0', '0');
 SELECT kafgres_add_mapping('m', 'pg_class', 'priv');

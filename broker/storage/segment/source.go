@@ -154,6 +154,50 @@ func (l *Log) SourceApplied() uint64 {
 	return l.src.applied
 }
 
+// ForgetSourcesAbove drops the source index's entries whose source is
+// above keep, durably, so that SourceApplied falls to the last source kept
+// (0 if none) and sources from there on can be appended again. The batches
+// stay in the log: only the claim that they came from those source
+// positions goes. It is the way out when the log's positions belong to
+// another history of the source than the one now feeding it (a database
+// restored into a new cluster or to an earlier point); see
+// broker/source_guard.go.
+//
+// Entries are in source order, so the cut is one truncation. A compacted
+// index holds only its tail: when every entry left is above keep, the
+// positions at or below keep are forgotten as well (SourceApplied 0), which
+// can only make a replay append again what it would have skipped.
+func (l *Log) ForgetSourcesAbove(keep uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if l.src.f == nil || l.src.applied <= keep {
+		return nil
+	}
+	var (
+		e       [sourceEntrySize]byte
+		cut     int64
+		applied uint64
+	)
+	for ; cut < l.src.size; cut += sourceEntrySize {
+		if _, err := l.src.f.ReadAt(e[:], cut); err != nil {
+			return fmt.Errorf("read %s at %d: %w", l.src.f.Name(), cut, err)
+		}
+		_, source := parseSourceEntry(e[:])
+		if source > keep {
+			break
+		}
+		applied = source
+	}
+	if err := l.truncateSourceIndex(cut); err != nil {
+		return fmt.Errorf("forget source positions above %d in %s: %w", keep, l.opts.Dir, err)
+	}
+	l.src.applied = applied
+	return nil
+}
+
 // sourceEntries is the number of entries in the source index.
 func (l *Log) sourceEntries() int {
 	l.mu.RLock()

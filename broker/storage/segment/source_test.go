@@ -773,3 +773,46 @@ func TestAppendSourcedRejectsSourceZero(t *testing.T) {
 		t.Fatal("a refused batch was written")
 	}
 }
+
+// TestForgetSourcesAbove: the positions above keep go, durably (a reopen
+// finds the same), the batches stay, and lower sources append again.
+func TestForgetSourcesAbove(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, Fsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendSourced(t, l, sourced(0, 2, 100, 200, 300, 400))
+	end := l.LogEndOffset()
+	if err := l.ForgetSourcesAbove(250); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.SourceApplied(); got != 200 {
+		t.Fatalf("SourceApplied after forgetting above 250 = %d, want 200", got)
+	}
+	if err := l.ForgetSourcesAbove(0); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.SourceApplied(); got != 0 {
+		t.Fatalf("SourceApplied after forgetting all = %d, want 0", got)
+	}
+	if got := l.LogEndOffset(); got != end {
+		t.Fatalf("log end %d after forgetting sources, want %d: batches must stay", got, end)
+	}
+	appendSourced(t, l, sourced(10, 1, 5, 6))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(Options{Dir: dir, Fsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := l.SourceApplied(); got != 6 {
+		t.Fatalf("SourceApplied after reopen = %d, want 6", got)
+	}
+	want := []sourceEntry{{end, 5}, {end + 1, 6}}
+	if got := readSourceFile(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("source index %v, want %v", got, want)
+	}
+}
