@@ -42,24 +42,54 @@ CREATE TABLE kafgres.log_batch (
     PRIMARY KEY (topic_id, partition, segment_base, last_offset)
 ) PARTITION BY LIST (topic_id);
 ALTER TABLE kafgres.log_batch ALTER COLUMN batch SET STORAGE EXTERNAL;
+/*
+ * The transaction index: the ABORT markers of transactions with data in
+ * the partition, which read_committed fetches look up (AbortedTxns). Each
+ * leaf gets its own when it is attached.
+ */
+CREATE INDEX log_batch_aborted ON kafgres.log_batch (topic_id, partition, last_offset)
+    WHERE txn_first_offset IS NOT NULL;
 COMMENT ON TABLE kafgres.log_batch IS 'record batches of the topics the table engine stores, one row a batch';
 REVOKE ALL ON kafgres.log_batch FROM PUBLIC;
 
 /*
  * kafgres.log_state: what the table engine keeps per partition beside its
  * batches (the segment engine keeps it in small files): the log start
- * offset, moved by DeleteRecords and retention before any leaf is dropped.
+ * offset, moved by DeleteRecords and retention before any leaf is dropped;
+ * the largest source position (SQL producer LSN) of the batches dropped so
+ * far, so that the exactly-once position outlives them; the leader epoch
+ * entries (Kafka's leader-epoch-checkpoint; NULL: never written).
  */
 CREATE TABLE kafgres.log_state (
-    topic_id         bigint NOT NULL,
-    partition        int    NOT NULL,
-    log_start_offset bigint NOT NULL DEFAULT 0,
+    topic_id            bigint   NOT NULL,
+    partition           int      NOT NULL,
+    log_start_offset    bigint   NOT NULL DEFAULT 0,
+    source_applied      pg_lsn,
+    leader_epochs       int[],
+    leader_epoch_starts bigint[],
     PRIMARY KEY (topic_id, partition),
     FOREIGN KEY (topic_id, partition) REFERENCES kafgres.partition ON DELETE CASCADE
 );
-COMMENT ON TABLE kafgres.log_state IS 'the table engine''s state per partition: its log start offset';
+COMMENT ON TABLE kafgres.log_state IS 'the table engine''s state per partition: log start offset, source position, leader epochs';
 REVOKE ALL ON kafgres.log_state FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('kafgres.log_state', '');
+
+/*
+ * kafgres.log_producer_snapshot: the producer state snapshots of the table
+ * engine's partitions (Kafka's .snapshot file bytes), committed with the
+ * batches they describe; those below the log start are deleted with it.
+ */
+CREATE TABLE kafgres.log_producer_snapshot (
+    topic_id        bigint NOT NULL,
+    partition       int    NOT NULL,
+    snapshot_offset bigint NOT NULL,
+    snapshot        bytea  NOT NULL,
+    PRIMARY KEY (topic_id, partition, snapshot_offset),
+    FOREIGN KEY (topic_id, partition) REFERENCES kafgres.partition ON DELETE CASCADE
+);
+COMMENT ON TABLE kafgres.log_producer_snapshot IS 'producer state snapshots of the table engine''s partitions';
+REVOKE ALL ON kafgres.log_producer_snapshot FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('kafgres.log_producer_snapshot', '');
 
 /*
  * kafgres.log_prepare_partition(topic_id, partition): creates the
