@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/kafgres/kafgres/broker/coordinator"
 	"github.com/kafgres/kafgres/broker/coordinator/txn"
 	"github.com/kafgres/kafgres/broker/metadata"
@@ -46,6 +48,11 @@ type Broker struct {
 	features  featureLevels
 	conns     connLimits
 	authz     *authz
+
+	// tablePool is the connections of the table engine's logs, made by
+	// the first table topic's open (logPool).
+	tablePoolMu sync.Mutex
+	tablePool   *pgxpool.Pool
 
 	// testPrincipal, set by in-process tests, names the principal of a
 	// connection by its remote address, standing in for authentication.
@@ -369,7 +376,34 @@ func (b *Broker) Close() error {
 	err := b.catalog.close()
 	b.mirror.flush(context.Background())
 	b.meta.Close()
+	b.tablePoolMu.Lock()
+	if b.tablePool != nil {
+		b.tablePool.Close()
+	}
+	b.tablePoolMu.Unlock()
 	return err
+}
+
+// logPool returns the pool of the table engine's logs, making it (in the
+// database of cfg.DSN) on first use: a broker without table topics opens
+// no connection for them.
+func (b *Broker) logPool(ctx context.Context) (*pgxpool.Pool, error) {
+	b.tablePoolMu.Lock()
+	defer b.tablePoolMu.Unlock()
+	if b.tablePool != nil {
+		return b.tablePool, nil
+	}
+	pcfg, err := pgxpool.ParseConfig(b.cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("table engine pool: %w", err)
+	}
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "kafgres log"
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("table engine pool: %w", err)
+	}
+	b.tablePool = pool
+	return pool, nil
 }
 
 // stop makes the broker exit with err; the first error wins.

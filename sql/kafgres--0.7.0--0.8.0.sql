@@ -166,3 +166,34 @@ END
 $$;
 COMMENT ON FUNCTION kafgres.log_drop_segment(bigint, int, bigint) IS 'drops a segment (a leaf table) of a partition of the table engine';
 REVOKE ALL ON FUNCTION kafgres.log_drop_segment(bigint, int, bigint) FROM PUBLIC;
+
+/*
+ * kafgres.topic.storage_engine: which engine keeps the topic's batches,
+ * fixed when the topic is created (its batches do not migrate). Existing
+ * topics are segment topics; new ones take kafgres.storage_engine, the
+ * cluster-wide default, as it is when the row is inserted — by
+ * kafgres_create_topic, CreateTopics or auto-creation alike.
+ */
+ALTER TABLE kafgres.topic ADD COLUMN storage_engine text NOT NULL DEFAULT 'segment'
+    CONSTRAINT topic_storage_engine_check CHECK (storage_engine IN ('segment', 'table'));
+ALTER TABLE kafgres.topic ALTER COLUMN storage_engine
+    SET DEFAULT COALESCE(NULLIF(pg_catalog.current_setting('kafgres.storage_engine', true), ''), 'segment');
+COMMENT ON COLUMN kafgres.topic.storage_engine IS 'segment or table: the storage engine of the topic''s log, fixed at creation';
+
+/*
+ * A dropped topic's log tables go in the transaction that drops it: atomic
+ * with the catalog, nothing left to remove later (the segment engine's
+ * directories are removed by the broker once it sees the drop).
+ */
+CREATE OR REPLACE FUNCTION kafgres.record_dropped_topic() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO kafgres.dropped_topic (topic_id, topic_uuid, name)
+    VALUES (OLD.topic_id, OLD.topic_uuid, OLD.name)
+    ON CONFLICT (topic_id) DO NOTHING;
+    EXECUTE format('DROP TABLE IF EXISTS kafgres.%I', 'log_batch_' || OLD.topic_id);
+    RETURN NULL;
+END
+$$;

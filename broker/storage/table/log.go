@@ -307,7 +307,7 @@ func (l *Log) Sync() (int64, error) {
 		l.inflight = nil
 		closed := l.closed
 		l.mu.Unlock()
-		if closed || errors.Is(err, context.Canceled) {
+		if closed || errors.Is(err, context.Canceled) || l.dropped() {
 			return 0, fmt.Errorf("sync %s: %w", l.name(), segment.ErrClosed)
 		}
 		return 0, fmt.Errorf("sync %s: %w", l.name(), err)
@@ -316,6 +316,19 @@ func (l *Log) Sync() (int64, error) {
 	l.durable, l.inflight = end, nil
 	l.mu.Unlock()
 	return end, nil
+}
+
+// dropped reports whether the partition is gone from the catalog (its
+// topic dropped, and its tables with it): a Sync that failed for that
+// failed as on a closed log, not as a storage failure that stops the
+// broker.
+func (l *Log) dropped() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), closedWriteTimeout)
+	defer cancel()
+	var exists bool
+	err := l.opts.Pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM kafgres.log_state WHERE topic_id = $1 AND partition = $2)",
+		l.opts.TopicID, l.opts.Partition).Scan(&exists)
+	return err == nil && !exists
 }
 
 // inTx runs fn in a transaction that commits as Options.AsyncCommit says,
