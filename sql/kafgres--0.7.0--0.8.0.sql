@@ -197,3 +197,31 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+/*
+ * A topic's engine never changes (its batches do not migrate), and the
+ * internal topics (__consumer_offsets, __transaction_state) are segment
+ * topics whatever kafgres.storage_engine says: they are compacted, and the
+ * table engine does not compact yet.
+ */
+CREATE FUNCTION kafgres.topic_storage_engine() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.storage_engine IS DISTINCT FROM OLD.storage_engine THEN
+            RAISE EXCEPTION 'the storage engine of topic "%" cannot change', OLD.name
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'A topic''s batches do not move between engines: create a topic with the other engine and copy them.';
+        END IF;
+    ELSIF kafgres.topic_is_internal(NEW.name) THEN
+        NEW.storage_engine := 'segment';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER topic_storage_engine
+    BEFORE INSERT OR UPDATE OF storage_engine ON kafgres.topic
+    FOR EACH ROW EXECUTE FUNCTION kafgres.topic_storage_engine();
+REVOKE ALL ON FUNCTION kafgres.topic_storage_engine() FROM PUBLIC;

@@ -45,8 +45,22 @@ func TestTableEngineBroker(t *testing.T) {
 		t.Fatalf("engines: %s, %s; want table", e1, e2)
 	}
 
+	if _, err := conn.Exec(ctx, "UPDATE kafgres.topic SET storage_engine = 'segment' WHERE name = 'tsql'"); err == nil {
+		t.Fatal("a topic's engine changed")
+	}
+
 	out := produceAll(t, c.Addr, "tsql", 300)
 	consumeAll(t, c.Addr, "tsql", out)
+	// The internal topics are compacted, which the table engine does not
+	// do yet: they stay segment topics.
+	commit := kadm.Offsets{}
+	commit.AddOffset("tsql", 0, 10, -1)
+	if res, err := adm.CommitOffsets(ctx, "g", commit); err != nil || res.Error() != nil {
+		t.Fatalf("commit offsets: %v, %v", err, res.Error())
+	}
+	if _, e := engine("__consumer_offsets"); e != "segment" {
+		t.Fatalf("__consumer_offsets is a %s topic", e)
+	}
 	rows := func(id int64) int {
 		t.Helper()
 		var n int
