@@ -21,6 +21,7 @@ import (
 	"github.com/kafgres/kafgres/broker/metadata"
 	"github.com/kafgres/kafgres/broker/retry"
 	"github.com/kafgres/kafgres/broker/storage"
+	"github.com/kafgres/kafgres/broker/storage/table"
 	"github.com/kafgres/kafgres/security/acl"
 	"github.com/kafgres/kafgres/security/principal"
 	"github.com/kafgres/kafgres/security/tlsconf"
@@ -398,6 +399,7 @@ func (b *Broker) logPool(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("table engine pool: %w", err)
 	}
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "kafgres log"
+	pcfg.AfterConnect = table.SetupConn
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("table engine pool: %w", err)

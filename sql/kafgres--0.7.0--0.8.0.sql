@@ -96,7 +96,10 @@ SELECT pg_catalog.pg_extension_config_dump('kafgres.log_producer_snapshot', '');
  * partition's table under kafgres.log_batch (and its topic's) and its
  * kafgres.log_state row, unless they exist. The broker calls it when it
  * opens a partition of the table engine. SECURITY DEFINER so that the
- * tables belong to the extension's owner whatever role the broker is.
+ * tables belong to the extension's owner whatever role the broker is; a
+ * broker that is not a superuser (kafgres.role) is granted what it does
+ * on them: reading and appending through the partition's table (its rows
+ * reach the leaves by routing, which checks no privilege on them).
  */
 CREATE FUNCTION kafgres.log_prepare_partition(p_topic_id bigint, p_partition int)
 RETURNS void
@@ -113,6 +116,10 @@ BEGIN
                    'log_batch_' || p_topic_id || '_' || p_partition, 'log_batch_' || p_topic_id, p_partition);
     INSERT INTO kafgres.log_state (topic_id, partition) VALUES (p_topic_id, p_partition)
         ON CONFLICT DO NOTHING;
+    IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
+        EXECUTE format('GRANT SELECT, INSERT ON kafgres.%I TO %I',
+                       'log_batch_' || p_topic_id || '_' || p_partition, session_user);
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION kafgres.log_prepare_partition(bigint, int) IS 'creates a partition''s table of the table engine';
@@ -193,7 +200,9 @@ BEGIN
     INSERT INTO kafgres.dropped_topic (topic_id, topic_uuid, name)
     VALUES (OLD.topic_id, OLD.topic_uuid, OLD.name)
     ON CONFLICT (topic_id) DO NOTHING;
-    EXECUTE format('DROP TABLE IF EXISTS kafgres.%I', 'log_batch_' || OLD.topic_id);
+    IF pg_catalog.to_regclass(format('kafgres.%I', 'log_batch_' || OLD.topic_id)) IS NOT NULL THEN
+        EXECUTE format('DROP TABLE kafgres.%I', 'log_batch_' || OLD.topic_id);
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -225,3 +234,44 @@ CREATE TRIGGER topic_storage_engine
     BEFORE INSERT OR UPDATE OF storage_engine ON kafgres.topic
     FOR EACH ROW EXECUTE FUNCTION kafgres.topic_storage_engine();
 REVOKE ALL ON FUNCTION kafgres.topic_storage_engine() FROM PUBLIC;
+
+/*
+ * kafgres.log_session_origin(): marks the calling session's changes with a
+ * replication origin of its own, kafgres_log_<n> (created on first use;
+ * PostgreSQL lets one session at a time use an origin), and returns its
+ * name, or NULL when none is free (max_replication_slots bounds the
+ * origins in use). The table engine's connections call it when they
+ * connect, so that the output plugin can drop the log writer's changes
+ * before decoding them (filter_by_origin_cb): the log rows are never
+ * mapped, and decoding them would cost the walsender as much as the
+ * produce. SECURITY DEFINER: the origin functions are for superusers.
+ */
+CREATE FUNCTION kafgres.log_session_origin()
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    origin text;
+BEGIN
+    FOR n IN 0 .. 63 LOOP
+        origin := 'kafgres_log_' || n;
+        BEGIN
+            IF pg_replication_origin_oid(origin) IS NULL THEN
+                PERFORM pg_replication_origin_create(origin);
+            END IF;
+            PERFORM pg_replication_origin_session_setup(origin);
+            RETURN origin;
+        EXCEPTION
+            WHEN object_in_use OR unique_violation THEN
+                NULL;   -- another connection has it: try the next
+            WHEN configuration_limit_exceeded THEN
+                RETURN NULL;
+        END;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafgres.log_session_origin() IS 'gives the table engine''s connection a replication origin, so that its log rows are not decoded';
+REVOKE ALL ON FUNCTION kafgres.log_session_origin() FROM PUBLIC;

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
@@ -98,4 +99,72 @@ func TestTableEngineBroker(t *testing.T) {
 		t.Fatal("the other topic lost its rows")
 	}
 	consumeAll(t, c.Addr, "tkafka", more)
+}
+
+// TestTableEngineLogNotDecoded: the log writer's connections carry a
+// replication origin of their own, whose transactions the output plugin
+// drops before the walsender decodes them: hundreds of produces to a table
+// topic, each its own commit, add almost no decoded transactions to the
+// kafgres slot. SQL produce into a table
+// topic (decoded, then appended exactly once) still works beside it.
+func TestTableEngineLogNotDecoded(t *testing.T) {
+	c := harness.Start(t, "kafgres.storage_engine = table")
+	ctx := ctxT(t)
+	conn := c.Conn(t)
+	c.CreateTopic(t, "big", 1)
+	decoded := func() int64 {
+		t.Helper()
+		var n int64
+		if err := conn.QueryRow(ctx, "SELECT COALESCE(sum(total_txns), 0)::bigint FROM pg_stat_replication_slots WHERE slot_name = 'kafgres'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := decoded()
+	// 4 MB of incompressible values, in batches of one record each.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.DefaultProduceTopic("big"), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	out := map[tpo]produced{}
+	for range 400 {
+		v := make([]byte, 10<<10)
+		for i := range v {
+			v[i] = byte(rng.Uint32())
+		}
+		r, err := cl.ProduceSync(ctx, &kgo.Record{Value: v}).First()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[tpo{r.Partition, r.Offset}] = produced{value: v}
+	}
+	// A record produced in SQL goes through the slot after the log rows:
+	// once it is delivered, the walsender has read past them.
+	var lsn string
+	if err := conn.QueryRow(ctx, "SELECT kafgres_produce('big', 'k', 'from sql') IS NOT NULL, pg_current_wal_lsn()::text").Scan(new(bool), &lsn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT kafgres_wait_delivered($1::pg_lsn, '30s')", lsn); err != nil {
+		t.Fatal(err)
+	}
+	var origins int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_origin_status s JOIN pg_replication_origin o ON o.roident = s.local_id WHERE o.roname LIKE 'kafgres\\_log\\_%'").Scan(&origins); err != nil {
+		t.Fatal(err)
+	}
+	var logBytes int64
+	if err := conn.QueryRow(ctx, "SELECT sum(octet_length(batch))::bigint FROM kafgres.log_batch").Scan(&logBytes); err != nil {
+		t.Fatal(err)
+	}
+	d := decoded() - before
+	t.Logf("%d bytes of batches in the log, %d transactions decoded by the slot, %d log origins in use", logBytes, d, origins)
+	if origins == 0 {
+		t.Fatal("no kafgres_log_ replication origin in use")
+	}
+	if d > 100 {
+		t.Fatalf("the slot decoded %d transactions for 400 produces", d)
+	}
+	out[tpo{0, 400}] = produced{key: []byte("k"), value: []byte("from sql")}
+	consumeAll(t, c.Addr, "big", out)
 }

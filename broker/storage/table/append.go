@@ -78,7 +78,8 @@ func (l *Log) loadApplied(ctx context.Context) error {
 	l.applied = uint64(kept)
 	for i := len(l.leaves) - 1; i >= 0; i-- {
 		var lsn *int64
-		if err := l.opts.Pool.QueryRow(ctx, "SELECT (max(source_lsn) - '0/0')::bigint FROM "+l.leafTable(l.leaves[i].base)).Scan(&lsn); err != nil {
+		if err := l.opts.Pool.QueryRow(ctx, "SELECT (max(source_lsn) - '0/0')::bigint FROM "+l.table+
+			" WHERE topic_id = $1 AND partition = $2 AND segment_base = $3", l.opts.TopicID, l.opts.Partition, l.leaves[i].base).Scan(&lsn); err != nil {
 			return fmt.Errorf("open %s: read its source position: %w", l.name(), err)
 		}
 		if lsn != nil {
@@ -87,11 +88,6 @@ func (l *Log) loadApplied(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// leafTable is the leaf at base, schema-qualified and quoted for SQL text.
-func (l *Log) leafTable(base int64) string {
-	return pgx.Identifier{"kafgres", fmt.Sprintf("%s_%d", l.parent, base)}.Sanitize()
 }
 
 // AppendMarker appends the control batch of a transaction marker, as

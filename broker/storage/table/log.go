@@ -499,3 +499,15 @@ func (l *Log) Close() error {
 	}
 	return err
 }
+
+// SetupConn prepares a new connection of the pool the logs use (the
+// pool's AfterConnect): it gives the session a replication origin of its
+// own (kafgres.log_session_origin), by which the output plugin drops the
+// log's rows before decoding them. Without a free origin the rows are
+// decoded and ignored: slower, not wrong.
+func SetupConn(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, "SELECT kafgres.log_session_origin()"); err != nil {
+		return fmt.Errorf("table engine connection: set its replication origin: %w", err)
+	}
+	return nil
+}
