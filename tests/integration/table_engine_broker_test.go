@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -167,4 +168,48 @@ func TestTableEngineLogNotDecoded(t *testing.T) {
 	}
 	out[tpo{0, 400}] = produced{key: []byte("k"), value: []byte("from sql")}
 	consumeAll(t, c.Addr, "big", out)
+}
+
+// TestTableEngineNonSuperuserBroker: a broker connected as a role that is
+// not a superuser, granted what docs/sql.md lists, creates, fills, reads
+// and drops table topics, and its log connections still take their
+// replication origins (through the SECURITY DEFINER functions).
+func TestTableEngineNonSuperuserBroker(t *testing.T) {
+	c := harness.Start(t, "kafgres.storage_engine = table")
+	ctx := ctxT(t)
+	for _, sql := range brokerRoleGrants(`GRANT EXECUTE ON FUNCTION kafgres.log_prepare_partition(bigint, int),
+		kafgres.log_add_segment(bigint, int, bigint), kafgres.log_drop_segment(bigint, int, bigint),
+		kafgres.log_session_origin() TO kbroker`) {
+		c.Exec(t, sql)
+	}
+	conn := c.Conn(t)
+	harness.Eventually(t, 30*time.Second, func() error {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = 'kbroker' AND application_name = 'kafgres'`).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return errors.New("the broker is not connected as kbroker")
+		}
+		return nil
+	})
+	c.CreateTopic(t, "nsu", 2)
+	out := produceAll(t, c.Addr, "nsu", 200)
+	consumeAll(t, c.Addr, "nsu", out)
+	var logConns, origins int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = 'kbroker' AND application_name = 'kafgres log'`).Scan(&logConns); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_origin_status s JOIN pg_replication_origin o ON o.roident = s.local_id
+		WHERE o.roname LIKE 'kafgres\_log\_%'`).Scan(&origins); err != nil {
+		t.Fatal(err)
+	}
+	if logConns == 0 || origins == 0 {
+		t.Fatalf("%d log connections as kbroker, %d log origins", logConns, origins)
+	}
+	if _, err := conn.Exec(ctx, "SELECT kafgres_drop_topic('nsu')"); err != nil {
+		t.Fatal(err)
+	}
+	out = produceAll(t, c.Addr, "after", 10, kgo.AllowAutoTopicCreation())
+	consumeAll(t, c.Addr, "after", out)
 }
