@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -85,8 +86,31 @@ func TestTableEngineBroker(t *testing.T) {
 	consumeAll(t, c.Addr, "tsql", out)
 	consumeAll(t, c.Addr, "tkafka", more)
 
+	// Dropped while a producer writes to it: the appends in flight fail
+	// as on a closed log, and the broker does not stop.
+	pid := c.BrokerPID(t)
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.DefaultProduceTopic("tsql"), kgo.RecordRetries(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	pctx, stop := context.WithCancel(ctx)
+	producing := make(chan struct{})
+	go func() {
+		defer close(producing)
+		for pctx.Err() == nil {
+			pcl.ProduceSync(pctx, &kgo.Record{Value: []byte("late")})
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
 	if _, err := conn.Exec(ctx, "SELECT kafgres_drop_topic('tsql')"); err != nil {
 		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	<-producing
+	if now := c.BrokerPID(t); now != pid {
+		t.Fatalf("the broker restarted (%d, was %d) when a topic was dropped under a producer\n%s", now, pid, c.LogTail())
 	}
 	var tables int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_class WHERE relname LIKE $1",

@@ -302,12 +302,24 @@ func (l *Log) Sync() (int64, error) {
 		return l.DurableEnd(), nil
 	}
 	if err := l.commit(rows, snaps); err != nil {
-		l.mu.Lock()
-		l.err = err
-		l.inflight = nil
+		// Whether the partition is gone is settled before the log is
+		// marked failed, so that no append in between is refused as on a
+		// failed log, which would stop the broker.
+		l.mu.RLock()
 		closed := l.closed
+		l.mu.RUnlock()
+		gone := closed || errors.Is(err, context.Canceled) || l.dropped()
+		l.mu.Lock()
+		l.inflight = nil
+		if gone {
+			// Gone for good: every later call answers as on a closed log
+			// (the broker's "unknown partition").
+			l.closed = true
+		} else {
+			l.err = err
+		}
 		l.mu.Unlock()
-		if closed || errors.Is(err, context.Canceled) || l.dropped() {
+		if gone {
 			return 0, fmt.Errorf("sync %s: %w", l.name(), segment.ErrClosed)
 		}
 		return 0, fmt.Errorf("sync %s: %w", l.name(), err)
