@@ -127,6 +127,7 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, cc *conn, group string, 
 	describable := func(name string) bool {
 		return b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name)
 	}
+	pending := b.txns.PendingOffsets(group)
 	committed, err := b.meta.FetchOffsets(ctx, group)
 	if err != nil {
 		b.log.Error("fetch offsets", "group", group, "err", err)
@@ -140,7 +141,7 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, cc *conn, group string, 
 		if t == nil {
 			return sp
 		}
-		if requireStable && b.txns.PendingOffset(group, t.id, p) {
+		if requireStable && pending(t.id, p) {
 			sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 			return sp
 		}

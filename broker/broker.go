@@ -14,11 +14,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/kafgres/kafgres/broker/coordinator"
 	"github.com/kafgres/kafgres/broker/coordinator/txn"
 	"github.com/kafgres/kafgres/broker/metadata"
 	"github.com/kafgres/kafgres/broker/retry"
 	"github.com/kafgres/kafgres/broker/storage"
+	"github.com/kafgres/kafgres/broker/storage/table"
 	"github.com/kafgres/kafgres/security/acl"
 	"github.com/kafgres/kafgres/security/principal"
 	"github.com/kafgres/kafgres/security/tlsconf"
@@ -46,6 +49,11 @@ type Broker struct {
 	features  featureLevels
 	conns     connLimits
 	authz     *authz
+
+	// tablePool is the connections of the table engine's logs, made by
+	// the first table topic's open (logPool).
+	tablePoolMu sync.Mutex
+	tablePool   *pgxpool.Pool
 
 	// testPrincipal, set by in-process tests, names the principal of a
 	// connection by its remote address, standing in for authentication.
@@ -372,7 +380,35 @@ func (b *Broker) Close() error {
 	err := b.catalog.close()
 	b.mirror.flush(context.Background())
 	b.meta.Close()
+	b.tablePoolMu.Lock()
+	if b.tablePool != nil {
+		b.tablePool.Close()
+	}
+	b.tablePoolMu.Unlock()
 	return err
+}
+
+// logPool returns the pool of the table engine's logs, making it (in the
+// database of cfg.DSN) on first use: a broker without table topics opens
+// no connection for them.
+func (b *Broker) logPool(ctx context.Context) (*pgxpool.Pool, error) {
+	b.tablePoolMu.Lock()
+	defer b.tablePoolMu.Unlock()
+	if b.tablePool != nil {
+		return b.tablePool, nil
+	}
+	pcfg, err := pgxpool.ParseConfig(b.cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("table engine pool: %w", err)
+	}
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "kafgres log"
+	pcfg.AfterConnect = table.SetupConn
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("table engine pool: %w", err)
+	}
+	b.tablePool = pool
+	return pool, nil
 }
 
 // stop makes the broker exit with err; the first error wins.

@@ -26,6 +26,9 @@ type topic struct {
 	// published.
 	configs  map[string]string
 	settings *kconfig.TopicSettings
+	// tableEngine: the topic's batches are rows of kafgres.log_batch
+	// (broker/storage/table), not segment files.
+	tableEngine bool
 }
 
 // catalog is the broker's cache of kafgres.topic / kafgres.partition. Postgres
@@ -136,7 +139,7 @@ func (c *catalog) reload(ctx context.Context) error {
 	var errs []error
 	next := make([]*topic, 0, len(rows))
 	for _, r := range rows {
-		t := &topic{id: r.ID, name: r.Name, uuid: r.UUID, configs: r.Configs}
+		t := &topic{id: r.ID, name: r.Name, uuid: r.UUID, configs: r.Configs, tableEngine: r.StorageEngine == "table"}
 		settings := brokers.TopicSettings(r.Configs)
 		t.settings = &settings
 		old := current[r.Name]

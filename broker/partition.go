@@ -15,6 +15,7 @@ import (
 
 	"github.com/kafgres/kafgres/broker/storage"
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/storage/table"
 )
 
 // partition is one topic partition: its log, the idempotent-producer window,
@@ -69,23 +70,17 @@ func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoc
 	if err != nil {
 		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
 	}
-	opts := segment.Options{
-		Dir:          dir,
-		TopicID:      hex.EncodeToString(t.uuid[:]),
-		SegmentBytes: b.cfg.SegmentBytes,
-		Fsync:        b.cfg.Fsync,
-		Logger:       b.log.With("topic", t.name, "partition", index),
-		Decompress:   b.decompressStored,
-		Archive:      b.cfg.SegmentArchiveCommand != "",
+	logger := b.log.With("topic", t.name, "partition", index)
+	var l partitionLog
+	if t.tableEngine {
+		l, err = c.openTableLog(ctx, t, index)
+	} else {
+		l, err = c.openSegmentLog(t, dir, logger)
 	}
-	// The marker says the directory is t's, so a different topic id in
-	// partition.metadata is damage, not a leftover: an error, nothing
-	// deleted.
-	l, err := segment.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
 	}
-	p := &partition{topic: t, index: index, dir: dir, epoch: epoch, log: l, logger: opts.Logger,
+	p := &partition{topic: t, index: index, dir: dir, epoch: epoch, log: l, logger: logger,
 		producers: producerWindow{}, watchers: map[chan struct{}]struct{}{}}
 	p.hw.Store(l.DurableEnd())
 	if p.scanned, err = p.loadState(b.cfg.ProducerIDExpiration, time.Now()); err != nil {
@@ -96,6 +91,42 @@ func (c *catalog) openPartition(ctx context.Context, t *topic, index int32, epoc
 	// crash (the mirror writes behind the log): bring it up to date.
 	b.mirror.mark(p)
 	return p, nil
+}
+
+// openSegmentLog opens the segment engine's log in dir.
+func (c *catalog) openSegmentLog(t *topic, dir string, logger *slog.Logger) (*segment.Log, error) {
+	b := c.b
+	opts := segment.Options{
+		Dir:          dir,
+		TopicID:      hex.EncodeToString(t.uuid[:]),
+		SegmentBytes: b.cfg.SegmentBytes,
+		Fsync:        b.cfg.Fsync,
+		Logger:       logger,
+		Decompress:   b.decompressStored,
+		Archive:      b.cfg.SegmentArchiveCommand != "",
+	}
+	// The marker says the directory is t's, so a different topic id in
+	// partition.metadata is damage, not a leftover: an error, nothing
+	// deleted.
+	return segment.Open(opts)
+}
+
+// openTableLog opens the table engine's log of partition index of t, in
+// the database the broker's catalog is in.
+func (c *catalog) openTableLog(ctx context.Context, t *topic, index int32) (*table.Log, error) {
+	b := c.b
+	pool, err := b.logPool(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return table.Open(ctx, table.Options{
+		Pool:         pool,
+		TopicID:      t.id,
+		Partition:    index,
+		SegmentBytes: b.cfg.SegmentBytes,
+		AsyncCommit:  !b.cfg.Fsync,
+		Decompress:   b.decompressStored,
+	})
 }
 
 // appendResult is what a produce learns from one partition.

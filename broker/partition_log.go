@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
+	"github.com/kafgres/kafgres/broker/storage/table"
 )
 
 // partitionLog is what the broker needs of the store of one partition's
@@ -104,3 +105,10 @@ func (p *partition) activeBase() int64 {
 	}
 	return -1
 }
+
+// The table engine keeps a partition's log in Postgres (issue #15); it
+// rolls leaves as segments roll, and is not yet compacted or archived.
+var (
+	_ partitionLog = (*table.Log)(nil)
+	_ segmentedLog = (*table.Log)(nil)
+)

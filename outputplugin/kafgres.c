@@ -59,6 +59,20 @@ int			kafgres_authorizer = KAFGRES_AUTHORIZER_AUTO;
 char	   *kafgres_super_users = NULL;
 bool		kafgres_allow_everyone_if_no_acl_found = false;
 
+/*
+ * kafgres.storage_engine: the engine of the topics created from now on
+ * (kafgres.topic.storage_engine's default reads it by name, so no C code
+ * needs the value; the broker opens each topic with the engine its row
+ * names).
+ */
+static int	kafgres_storage_engine = 0;
+
+static const struct config_enum_entry storage_engine_options[] = {
+	{"segment", 0, false},
+	{"table", 1, false},
+	{NULL, 0, false}
+};
+
 static const struct config_enum_entry authorizer_options[] = {
 	{"auto", KAFGRES_AUTHORIZER_AUTO, false},
 	{"on", KAFGRES_AUTHORIZER_ON, false},
@@ -394,6 +408,14 @@ _PG_init(void)
 	 * broker (passed as flags) and by kafgres_produce() and the mapping
 	 * trigger in the backends, which apply the same ACLs.
 	 */
+	DefineCustomEnumVariable("kafgres.storage_engine",
+							 "Storage engine of new topics: segment (files in the data directory) or table (rows of kafgres.log_batch).",
+							 "Read when a topic is created; a topic keeps its engine for life.",
+							 &kafgres_storage_engine,
+							 0, storage_engine_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
 	DefineCustomEnumVariable("kafgres.authorizer",
 							 "Whether Kafka ACLs are enforced: auto, on or off.",
 							 "auto enforces them when a listener authenticates clients.",

@@ -40,6 +40,7 @@
 #include "libpq/pqformat.h"
 #include "nodes/bitmapset.h"
 #include "replication/logical.h"
+#include "replication/origin.h"
 #include "replication/output_plugin.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
@@ -128,6 +129,17 @@ typedef struct KafgresDecodingData
 	int			skipped_changes;
 
 	/*
+	 * The replication origins of the table engine's log writer (one per
+	 * connection of the broker's pool, kafgres.log_session_origin()):
+	 * learnt from the first change of theirs to a log table, then dropped
+	 * by kafgres_filter_origin before the reorder buffer queues them.
+	 * Learnt, not looked up by name: the filter runs outside any
+	 * transaction, where the catalog cannot be read.
+	 */
+	Bitmapset  *log_origins;
+	MemoryContext origins_context;
+
+	/*
 	 * kafgres.mapping as seen by the current transaction's historic
 	 * snapshot; looked up at its first change.  mapping_relid is InvalidOid
 	 * when the table does not exist (yet), or no longer exists today (DROP
@@ -214,6 +226,10 @@ static int	compare_int64(const void *a, const void *b);
 static void send_mapping_ids(StringInfo out, RelMappingsEntry *entry,
 							 XLogRecPtr lsn);
 static void skipped_change(LogicalDecodingContext *ctx);
+static bool kafgres_filter_origin(LogicalDecodingContext *ctx,
+								  RepOriginId origin_id);
+static void learn_log_origin(KafgresDecodingData *data,
+							 ReorderBufferTXN *txn, Relation relation);
 static StringInfo begin_frame(LogicalDecodingContext *ctx,
 							  ReorderBufferTXN *txn, char kind);
 static void end_frame(LogicalDecodingContext *ctx);
@@ -240,6 +256,7 @@ _PG_output_plugin_init(OutputPluginCallbacks *cb)
 	cb->truncate_cb = kafgres_truncate;
 	cb->message_cb = kafgres_message;
 	cb->commit_cb = kafgres_commit_txn;
+	cb->filter_by_origin_cb = kafgres_filter_origin;
 	cb->shutdown_cb = kafgres_shutdown;
 }
 
@@ -276,6 +293,7 @@ kafgres_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt,
 	data->txn_context = AllocSetContextCreate(ctx->context,
 											  "kafgres transaction context",
 											  ALLOCSET_SMALL_SIZES);
+	data->origins_context = ctx->context;
 	reset_txn_state(data);
 	old = MemoryContextSwitchTo(ctx->context);
 	data->batch = makeStringInfo();
@@ -544,6 +562,7 @@ kafgres_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	mappings = relation_mappings(data, relation);
 	if (mappings->nmappings == 0)
 	{
+		learn_log_origin(data, txn, relation);
 		MemoryContextReset(data->context);
 		skipped_change(ctx);
 		return;
@@ -1039,6 +1058,46 @@ send_mapping_ids(StringInfo out, RelMappingsEntry *entry, XLogRecPtr lsn)
  * that a long stretch of unmapped changes does not look like a dead
  * walsender to the receiving side.
  */
+/*
+ * Drop the changes of the table engine's log writer before they are
+ * queued: the log rows are never mapped, and decoding them (their TOAST
+ * reassembled) would cost the walsender as much as the produce itself.
+ * Changes of other origins (a subscription applying into mapped tables)
+ * are decoded as always.
+ */
+static bool
+kafgres_filter_origin(LogicalDecodingContext *ctx, RepOriginId origin_id)
+{
+	KafgresDecodingData *data = ctx->output_plugin_private;
+
+	return origin_id != InvalidRepOriginId &&
+		bms_is_member(origin_id, data->log_origins);
+}
+
+/*
+ * A change to one of the table engine's tables (kafgres.log_batch_*) made
+ * under a replication origin tells us that origin is the log writer's.
+ */
+static void
+learn_log_origin(KafgresDecodingData *data, ReorderBufferTXN *txn,
+				 Relation relation)
+{
+	MemoryContext old;
+	char	   *nspname;
+
+	if (txn->origin_id == InvalidRepOriginId ||
+		bms_is_member(txn->origin_id, data->log_origins) ||
+		strncmp(RelationGetRelationName(relation), "log_batch_", 10) != 0)
+		return;
+	nspname = get_namespace_name(RelationGetNamespace(relation));
+	if (nspname == NULL || strcmp(nspname, "kafgres") != 0)
+		return;
+	/* in the decoding context's memory, not the per-change context */
+	old = MemoryContextSwitchTo(data->origins_context);
+	data->log_origins = bms_add_member(data->log_origins, txn->origin_id);
+	MemoryContextSwitchTo(old);
+}
+
 static void
 skipped_change(LogicalDecodingContext *ctx)
 {

@@ -42,31 +42,64 @@ CREATE TABLE kafgres.log_batch (
     PRIMARY KEY (topic_id, partition, segment_base, last_offset)
 ) PARTITION BY LIST (topic_id);
 ALTER TABLE kafgres.log_batch ALTER COLUMN batch SET STORAGE EXTERNAL;
+/*
+ * The transaction index: the ABORT markers of transactions with data in
+ * the partition, which read_committed fetches look up (AbortedTxns). Each
+ * leaf gets its own when it is attached.
+ */
+CREATE INDEX log_batch_aborted ON kafgres.log_batch (topic_id, partition, last_offset)
+    WHERE txn_first_offset IS NOT NULL;
 COMMENT ON TABLE kafgres.log_batch IS 'record batches of the topics the table engine stores, one row a batch';
 REVOKE ALL ON kafgres.log_batch FROM PUBLIC;
 
 /*
  * kafgres.log_state: what the table engine keeps per partition beside its
  * batches (the segment engine keeps it in small files): the log start
- * offset, moved by DeleteRecords and retention before any leaf is dropped.
+ * offset, moved by DeleteRecords and retention before any leaf is dropped;
+ * the largest source position (SQL producer LSN) of the batches dropped so
+ * far, so that the exactly-once position outlives them; the leader epoch
+ * entries (Kafka's leader-epoch-checkpoint; NULL: never written).
  */
 CREATE TABLE kafgres.log_state (
-    topic_id         bigint NOT NULL,
-    partition        int    NOT NULL,
-    log_start_offset bigint NOT NULL DEFAULT 0,
+    topic_id            bigint   NOT NULL,
+    partition           int      NOT NULL,
+    log_start_offset    bigint   NOT NULL DEFAULT 0,
+    source_applied      pg_lsn,
+    leader_epochs       int[],
+    leader_epoch_starts bigint[],
     PRIMARY KEY (topic_id, partition),
     FOREIGN KEY (topic_id, partition) REFERENCES kafgres.partition ON DELETE CASCADE
 );
-COMMENT ON TABLE kafgres.log_state IS 'the table engine''s state per partition: its log start offset';
+COMMENT ON TABLE kafgres.log_state IS 'the table engine''s state per partition: log start offset, source position, leader epochs';
 REVOKE ALL ON kafgres.log_state FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('kafgres.log_state', '');
+
+/*
+ * kafgres.log_producer_snapshot: the producer state snapshots of the table
+ * engine's partitions (Kafka's .snapshot file bytes), committed with the
+ * batches they describe; those below the log start are deleted with it.
+ */
+CREATE TABLE kafgres.log_producer_snapshot (
+    topic_id        bigint NOT NULL,
+    partition       int    NOT NULL,
+    snapshot_offset bigint NOT NULL,
+    snapshot        bytea  NOT NULL,
+    PRIMARY KEY (topic_id, partition, snapshot_offset),
+    FOREIGN KEY (topic_id, partition) REFERENCES kafgres.partition ON DELETE CASCADE
+);
+COMMENT ON TABLE kafgres.log_producer_snapshot IS 'producer state snapshots of the table engine''s partitions';
+REVOKE ALL ON kafgres.log_producer_snapshot FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('kafgres.log_producer_snapshot', '');
 
 /*
  * kafgres.log_prepare_partition(topic_id, partition): creates the
  * partition's table under kafgres.log_batch (and its topic's) and its
  * kafgres.log_state row, unless they exist. The broker calls it when it
  * opens a partition of the table engine. SECURITY DEFINER so that the
- * tables belong to the extension's owner whatever role the broker is.
+ * tables belong to the extension's owner whatever role the broker is; a
+ * broker that is not a superuser (kafgres.role) is granted what it does
+ * on them: reading and appending through the partition's table (its rows
+ * reach the leaves by routing, which checks no privilege on them).
  */
 CREATE FUNCTION kafgres.log_prepare_partition(p_topic_id bigint, p_partition int)
 RETURNS void
@@ -83,6 +116,10 @@ BEGIN
                    'log_batch_' || p_topic_id || '_' || p_partition, 'log_batch_' || p_topic_id, p_partition);
     INSERT INTO kafgres.log_state (topic_id, partition) VALUES (p_topic_id, p_partition)
         ON CONFLICT DO NOTHING;
+    IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
+        EXECUTE format('GRANT SELECT, INSERT ON kafgres.%I TO %I',
+                       'log_batch_' || p_topic_id || '_' || p_partition, session_user);
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION kafgres.log_prepare_partition(bigint, int) IS 'creates a partition''s table of the table engine';
@@ -216,3 +253,105 @@ CREATE OR REPLACE VIEW kafgres.pipeline AS
                                      g.since, g.wal_lsn, g.log_lsn, g.partitions)
               FROM kafgres.source_guard AS g)                                         AS sql_source_refused
       FROM kafgres.delivery AS d;
+
+/*
+ * kafgres.topic.storage_engine: which engine keeps the topic's batches,
+ * fixed when the topic is created (its batches do not migrate). Existing
+ * topics are segment topics; new ones take kafgres.storage_engine, the
+ * cluster-wide default, as it is when the row is inserted — by
+ * kafgres_create_topic, CreateTopics or auto-creation alike.
+ */
+ALTER TABLE kafgres.topic ADD COLUMN storage_engine text NOT NULL DEFAULT 'segment'
+    CONSTRAINT topic_storage_engine_check CHECK (storage_engine IN ('segment', 'table'));
+ALTER TABLE kafgres.topic ALTER COLUMN storage_engine
+    SET DEFAULT COALESCE(NULLIF(pg_catalog.current_setting('kafgres.storage_engine', true), ''), 'segment');
+COMMENT ON COLUMN kafgres.topic.storage_engine IS 'segment or table: the storage engine of the topic''s log, fixed at creation';
+
+/*
+ * A dropped topic's log tables go in the transaction that drops it: atomic
+ * with the catalog, nothing left to remove later (the segment engine's
+ * directories are removed by the broker once it sees the drop).
+ */
+CREATE OR REPLACE FUNCTION kafgres.record_dropped_topic() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO kafgres.dropped_topic (topic_id, topic_uuid, name)
+    VALUES (OLD.topic_id, OLD.topic_uuid, OLD.name)
+    ON CONFLICT (topic_id) DO NOTHING;
+    IF pg_catalog.to_regclass(format('kafgres.%I', 'log_batch_' || OLD.topic_id)) IS NOT NULL THEN
+        EXECUTE format('DROP TABLE kafgres.%I', 'log_batch_' || OLD.topic_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+/*
+ * A topic's engine never changes (its batches do not migrate), and the
+ * internal topics (__consumer_offsets, __transaction_state) are segment
+ * topics whatever kafgres.storage_engine says: they are compacted, and the
+ * table engine does not compact yet.
+ */
+CREATE FUNCTION kafgres.topic_storage_engine() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.storage_engine IS DISTINCT FROM OLD.storage_engine THEN
+            RAISE EXCEPTION 'the storage engine of topic "%" cannot change', OLD.name
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'A topic''s batches do not move between engines: create a topic with the other engine and copy them.';
+        END IF;
+    ELSIF kafgres.topic_is_internal(NEW.name) THEN
+        NEW.storage_engine := 'segment';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER topic_storage_engine
+    BEFORE INSERT OR UPDATE OF storage_engine ON kafgres.topic
+    FOR EACH ROW EXECUTE FUNCTION kafgres.topic_storage_engine();
+REVOKE ALL ON FUNCTION kafgres.topic_storage_engine() FROM PUBLIC;
+
+/*
+ * kafgres.log_session_origin(): marks the calling session's changes with a
+ * replication origin of its own, kafgres_log_<n> (created on first use;
+ * PostgreSQL lets one session at a time use an origin), and returns its
+ * name, or NULL when none is free (max_replication_slots bounds the
+ * origins in use). The table engine's connections call it when they
+ * connect, so that the output plugin can drop the log writer's changes
+ * before decoding them (filter_by_origin_cb): the log rows are never
+ * mapped, and decoding them would cost the walsender as much as the
+ * produce. SECURITY DEFINER: the origin functions are for superusers.
+ */
+CREATE FUNCTION kafgres.log_session_origin()
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    origin text;
+BEGIN
+    FOR n IN 0 .. 63 LOOP
+        origin := 'kafgres_log_' || n;
+        BEGIN
+            IF pg_replication_origin_oid(origin) IS NULL THEN
+                PERFORM pg_replication_origin_create(origin);
+            END IF;
+            PERFORM pg_replication_origin_session_setup(origin);
+            RETURN origin;
+        EXCEPTION
+            WHEN object_in_use OR unique_violation THEN
+                NULL;   -- another connection has it: try the next
+            WHEN configuration_limit_exceeded THEN
+                RETURN NULL;
+        END;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kafgres.log_session_origin() IS 'gives the table engine''s connection a replication origin, so that its log rows are not decoded';
+REVOKE ALL ON FUNCTION kafgres.log_session_origin() FROM PUBLIC;

@@ -19,6 +19,9 @@ type Topic struct {
 	UUID    [16]byte
 	Epochs  []int32
 	Configs map[string]string
+	// StorageEngine is "segment" or "table" (kafgres.topic.storage_engine),
+	// fixed when the topic was created.
+	StorageEngine string
 }
 
 // Catalog is everything the broker's topic cache is built from: the topics
@@ -38,7 +41,7 @@ type DroppedTopic struct {
 const (
 	sqlBumpEpochs = `UPDATE kafgres.partition SET leader_epoch = leader_epoch OPERATOR(pg_catalog.+) 1`
 	sqlLoadTopics = `
-SELECT t.topic_id, t.name, t.topic_uuid, p.partition, p.leader_epoch
+SELECT t.topic_id, t.name, t.topic_uuid, t.storage_engine, p.partition, p.leader_epoch
 FROM kafgres.topic t JOIN kafgres.partition p ON p.topic_id OPERATOR(pg_catalog.=) t.topic_id
 ORDER BY t.topic_id, p.partition`
 	sqlLoadTopicConfigs = `SELECT topic_id, name, value FROM kafgres.topic_config WHERE value IS NOT NULL`
@@ -134,17 +137,18 @@ func (s *Postgres) loadTopics(ctx context.Context) ([]Topic, error) {
 	var out []Topic
 	for rows.Next() {
 		var (
-			id    int64
-			name  string
-			uuid  [16]byte
-			p     int32
-			epoch int32
+			id     int64
+			name   string
+			uuid   [16]byte
+			engine string
+			p      int32
+			epoch  int32
 		)
-		if err := rows.Scan(&id, &name, &uuid, &p, &epoch); err != nil {
+		if err := rows.Scan(&id, &name, &uuid, &engine, &p, &epoch); err != nil {
 			return nil, fmt.Errorf("scan topic row: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].ID != id {
-			out = append(out, Topic{ID: id, Name: name, UUID: uuid})
+			out = append(out, Topic{ID: id, Name: name, UUID: uuid, StorageEngine: engine})
 		}
 		last := &out[len(out)-1]
 		if int(p) != len(last.Epochs) {

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,7 +80,13 @@ func StartWith(t testing.TB, conf func(c *Cluster) []string) *Cluster {
 // Cluster.Bin), for a cluster of another major than PATH's.
 func StartOn(t testing.TB, bindir string, conf func(c *Cluster) []string) *Cluster {
 	t.Helper()
-	var extraConf []string
+	var extraConf, engine []string
+	// $KAFGRES_STORAGE_ENGINE (segment or table) is the engine of the
+	// cluster's new topics, so that a suite runs against either; a test
+	// that sets kafgres.storage_engine itself overrides it.
+	if e := os.Getenv("KAFGRES_STORAGE_ENGINE"); e != "" {
+		engine = append(engine, "kafgres.storage_engine = '"+e+"'")
+	}
 	if p := os.Getenv("KAFGRES_BROKER_PATH"); p != "" {
 		extraConf = append(extraConf, "kafgres.broker_path = '"+p+"'")
 	}
@@ -88,7 +95,7 @@ func StartOn(t testing.TB, bindir string, conf func(c *Cluster) []string) *Clust
 		t.Fatal(err)
 	}
 	c := &Cluster{Dir: dir, PGPort: FreePort(t), KafkaPort: FreePort(t), Bin: bindir}
-	c.conf = strings.Join(append(conf(c), extraConf...), "\n")
+	c.conf = strings.Join(slices.Concat(engine, conf(c), extraConf), "\n")
 	c.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.KafkaPort))
 	t.Cleanup(func() {
 		c.script(t, "stop")

@@ -21,6 +21,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -397,6 +398,21 @@ func authPing(addr string, opts ...kgo.Opt) error {
 	return cl.Ping(ctx)
 }
 
+// brokerRoleGrants makes the role kbroker, grants it what docs/sql.md
+// lists for a non-superuser broker, and extra, and makes it kafgres.role.
+func brokerRoleGrants(extra ...string) []string {
+	return slices.Concat([]string{
+		`CREATE ROLE kbroker LOGIN REPLICATION`,
+		`GRANT USAGE ON SCHEMA kafgres TO kbroker`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA kafgres TO kbroker`,
+		`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA kafgres TO kbroker`,
+		`GRANT EXECUTE ON FUNCTION kafgres_create_topic(text, int) TO kbroker`,
+	}, extra, []string{
+		`ALTER SYSTEM SET kafgres.role = 'kbroker'`,
+		`SELECT pg_reload_conf()`,
+	})
+}
+
 // TestSecurityNonSuperuserBroker: a broker running as a role that cannot
 // read pg_authid authenticates through kafgres.role_credential, granted as
 // docs/sql.md says, and is never handed a superuser's verifier.
@@ -407,16 +423,7 @@ func TestSecurityNonSuperuserBroker(t *testing.T) {
 	if err := authPing(a.saslPlain, scramUser("sup", "pencil")); err != nil {
 		t.Fatalf("superuser through a superuser broker: %v", err)
 	}
-	for _, sql := range []string{
-		`CREATE ROLE kbroker LOGIN REPLICATION`,
-		`GRANT USAGE ON SCHEMA kafgres TO kbroker`,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA kafgres TO kbroker`,
-		`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA kafgres TO kbroker`,
-		`GRANT EXECUTE ON FUNCTION kafgres_create_topic(text, int) TO kbroker`,
-		`GRANT EXECUTE ON FUNCTION kafgres.role_credential(text[], text) TO kbroker`,
-		`ALTER SYSTEM SET kafgres.role = 'kbroker'`,
-		`SELECT pg_reload_conf()`,
-	} {
+	for _, sql := range brokerRoleGrants(`GRANT EXECUTE ON FUNCTION kafgres.role_credential(text[], text) TO kbroker`) {
 		a.Exec(t, sql)
 	}
 	conn := a.Conn(t)

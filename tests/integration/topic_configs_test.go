@@ -32,7 +32,7 @@ func segmentFiles(t *testing.T, dir string) int {
 // whole segments, the log start offset advances (also in Postgres) and the
 // files are gone; segment.ms rolls segments.
 func TestRetentionDeletesSegments(t *testing.T) {
-	c := harness.Start(t, "kafgres.log_retention_check_interval = 200")
+	c := harness.Start(t, "kafgres.log_retention_check_interval = 200", "kafgres.storage_engine = segment") // it counts segment files
 	adm, _ := newAdmin(t, c.Addr)
 	ctx := ctxT(t)
 	r, err := adm.CreateTopics(ctx, 1, 1, map[string]*string{"segment.ms": sp("100"), "retention.ms": sp("2000")}, "ret-ms")

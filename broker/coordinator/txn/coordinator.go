@@ -771,3 +771,20 @@ func (c *Coordinator) PendingOffset(group string, topicID int64, partition int32
 	defer c.mu.Unlock()
 	return c.pending[offsetKey{group, topicID, partition}] > 0
 }
+
+// PendingOffsets is PendingOffset for every partition as of the call: an
+// OffsetFetch takes it before it reads the committed offsets, so that a
+// transaction completing between the two (its offsets moved after the
+// read, no longer pending at the check) is answered as unstable, not with
+// the offsets from before it.
+func (c *Coordinator) PendingOffsets(group string) func(topicID int64, partition int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held := map[offsetKey]bool{}
+	for k, n := range c.pending {
+		if k.group == group && n > 0 {
+			held[k] = true
+		}
+	}
+	return func(topicID int64, partition int32) bool { return held[offsetKey{group, topicID, partition}] }
+}

@@ -533,9 +533,15 @@ func TestOffsetsAppearOnlyOnCommit(t *testing.T) {
 	if len(f.store.committed) != 0 {
 		t.Fatal("committed before the commit")
 	}
+	// What an OffsetFetch saw as pending before it read the committed
+	// offsets stays pending for it, however the transaction goes on.
+	before := f.c.PendingOffsets("g")
 	_, _, err := f.c.EndTxn(ctx, "t", pid, e, true, 1)
 	wantErr(t, "commit", err, nil)
 	f.c.Settle()
+	if !before(7, 0) || before(7, 1) || f.c.PendingOffsets("g")(7, 0) || f.c.PendingOffsets("h")(7, 0) {
+		t.Fatal("pending offsets snapshot")
+	}
 	if o, ok := f.store.committed[offsetKey{"g", 7, 0}]; !ok || o.Offset != 42 {
 		t.Fatalf("committed offsets %v", f.store.committed)
 	}

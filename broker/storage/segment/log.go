@@ -7,7 +7,6 @@ package segment
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -52,7 +51,7 @@ type Options struct {
 	// to find the exact record for timestamp lookups; without it, or when
 	// it fails with ErrRecordsTooLarge, a compressed batch answers with its
 	// base offset.
-	Decompress func(codec int8, in []byte, fn func(records io.Reader) error) error
+	Decompress Decompressor
 
 	now         func() time.Time // test hook for segment rolling by age
 	beforeFsync func()           // test hook: runs in Sync after it has chosen what to claim

@@ -146,86 +146,31 @@ func (v *segView) readBatch(h BatchHeader, pos int64) ([]byte, error) {
 	return b, nil
 }
 
-// findInBatch decodes the batch h at pos to find the first record at or
-// after start whose timestamp satisfies match. Without a way to decompress,
-// the batch's first offset from start and its max timestamp stand in; so they
-// do if no record matches although the header said one would, unless records
-// before start were skipped: then found is false.
+// findInBatch reads the batch h at pos and finds in it the first record at
+// or after start whose timestamp satisfies match (FindInBatch). A
+// compressed batch the log cannot decompress is not read: its header
+// answers.
 func (l *Log) findInBatch(v *segView, h BatchHeader, pos, start int64, match func(int64) bool) (offset, ts int64, found bool, err error) {
-	fallback := func() (int64, int64, bool, error) { return max(h.BaseOffset, start), h.MaxTimestamp, true, nil }
-	if h.Compression() != 0 && l.opts.Decompress == nil {
-		return fallback()
-	}
-	err = l.batchRecords(v, h, pos, func(r *RecordReader) error {
-		var ok bool
-		offset, ts, ok, err = findRecord(h, r, func(o, t int64) bool { return o >= start && match(t) })
-		switch {
-		case err != nil:
-			return err
-		case ok:
-			found = true
-		case h.BaseOffset < start:
-		default:
-			offset, ts, found = h.BaseOffset, h.MaxTimestamp, true
+	var b []byte
+	if h.Compression() == 0 || l.opts.Decompress != nil {
+		if b, err = v.readBatch(h, pos); err != nil {
+			return 0, 0, false, err
 		}
-		return nil
-	})
-	if errors.Is(err, ErrRecordsTooLarge) {
-		// Stored before produce bounded decompression, or the bound was
-		// lowered since: the header answers, as without a decompressor.
-		return fallback()
 	}
-	if err != nil {
-		return 0, 0, false, err
-	}
-	return offset, ts, found, nil
+	return FindInBatch(l.opts.Decompress, b, h, start, match)
 }
 
-// batchRecords reads the batch h at pos and calls fn with a reader of its
-// (decompressed) records; callers check that it can be decompressed.
-func (l *Log) batchRecords(v *segView, h BatchHeader, pos int64, fn func(*RecordReader) error) error {
-	b, err := v.readBatch(h, pos)
-	if err != nil {
-		return err
-	}
-	var r RecordReader
-	records := b[HeaderSize:]
-	codec := h.Compression()
-	if codec == 0 {
-		r.ResetBytes(records)
-		return fn(&r)
-	}
-	err = l.opts.Decompress(codec, records, func(src io.Reader) error {
-		r.ResetReader(src)
-		return fn(&r)
-	})
-	if err != nil {
-		return fmt.Errorf("decompress batch at offset %d: %w", h.BaseOffset, err)
-	}
-	return nil
-}
-
-// maxFrom returns the largest timestamp among the records at or after start
-// of the batch h at pos, which begins before start. A compressed batch that
-// cannot be decompressed answers with its header's max timestamp.
+// maxFrom reads the batch h at pos, which begins before start, and returns
+// the largest timestamp among its records at or after start (MaxFrom).
 func (l *Log) maxFrom(v *segView, h BatchHeader, pos, start int64) (int64, error) {
-	if h.Compression() != 0 && l.opts.Decompress == nil {
-		return h.MaxTimestamp, nil
+	var b []byte
+	if h.Compression() == 0 || l.opts.Decompress != nil {
+		var err error
+		if b, err = v.readBatch(h, pos); err != nil {
+			return 0, err
+		}
 	}
-	best := int64(-1)
-	err := l.batchRecords(v, h, pos, func(r *RecordReader) error {
-		_, _, _, err := findRecord(h, r, func(o, t int64) bool {
-			if o >= start {
-				best = max(best, t)
-			}
-			return false
-		})
-		return err
-	})
-	if errors.Is(err, ErrRecordsTooLarge) {
-		return h.MaxTimestamp, nil
-	}
-	return best, err
+	return MaxFrom(l.opts.Decompress, b, h, start)
 }
 
 // OffsetForTimestamp returns the offset and timestamp of the first record

@@ -4,11 +4,12 @@
 // docs/architecture.md, "Table engine"). The batches are the bytes a
 // segment file would hold; package segment's format helpers read them.
 //
-// This is the engine's start: appends, syncs (one Postgres transaction
-// each), reads by offset, the offsets, the leaves rolled by size and
-// dropped by DeleteRecords and retention. What the broker's partitionLog
-// also asks (timestamps, aborted transactions, the exactly-once positions,
-// producer state) is still to come, and the broker does not open it yet.
+// A Log has every call of the broker's partitionLog: appends (plain,
+// sourced, markers) committed by Sync (one Postgres transaction each),
+// reads by offset, headers and timestamp, the aborted transactions, the
+// leaves rolled by size and age and dropped by DeleteRecords and
+// retention, and the producer snapshots and leader epochs kept in tables
+// beside the batches.
 package table
 
 import (
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
@@ -37,6 +39,14 @@ type Options struct {
 	// batches and the batch would take it past this; default
 	// segment.DefaultSegmentBytes.
 	SegmentBytes int64
+	// SegmentMs: an append also starts a new leaf when the active one
+	// holds batches and was started this long ago (segment.ms); default
+	// segment.DefaultSegmentMs.
+	SegmentMs int64
+	// Decompress reads compressed batches for the timestamp lookups
+	// (segment.Options.Decompress); nil: a compressed batch answers with
+	// its header.
+	Decompress segment.Decompressor
 	// AsyncCommit commits with synchronous_commit = off (kafgres.fsync =
 	// off): Sync returns before the WAL is flushed, so what it reports
 	// survives a broker crash but not a Postgres crash.
@@ -71,7 +81,14 @@ type Log struct {
 	durable int64 // end of what the last Sync committed
 	leaves  []leaf
 	pending []row
-	err     error // a Sync failed: the log takes no more appends
+	// inflight are the rows the running Sync is committing: no longer
+	// pending, not yet durable; ScanBatches still sees them.
+	inflight []row
+	// snaps are producer snapshots past the durable end, committed by the
+	// next Sync with the batches they describe.
+	snaps   []snapshot
+	applied uint64 // largest source of a sourced batch in the log, 0: none
+	err     error  // a Sync failed: the log takes no more appends
 	closed  bool
 }
 
@@ -85,6 +102,9 @@ type leaf struct {
 	// (a segment file's modification time in Kafka).
 	touched time.Time
 	isNew   bool // created by the next Sync, with its first rows
+	// created is when the leaf was started (or the log opened): its age
+	// for segment.ms.
+	created time.Time
 }
 
 // row is a batch appended and not yet committed.
@@ -93,6 +113,11 @@ type row struct {
 	isNew bool // the first row of a new leaf
 	h     segment.BatchHeader
 	batch []byte
+	// source is a sourced batch's position (its transaction's LSN), 0
+	// for others.
+	source uint64
+	// aborted is an ABORT marker's transaction index entry.
+	aborted *segment.AbortedTxn
 }
 
 func (l *Log) name() string { return fmt.Sprintf("%d-%d (table)", l.opts.TopicID, l.opts.Partition) }
@@ -102,9 +127,7 @@ func (l *Log) name() string { return fmt.Sprintf("%d-%d (table)", l.opts.TopicID
 // the last of them. Nothing needs recovering: a leaf and its rows commit
 // together.
 func Open(ctx context.Context, opts Options) (*Log, error) {
-	if opts.SegmentBytes <= 0 {
-		opts.SegmentBytes = segment.DefaultSegmentBytes
-	}
+	opts.SegmentBytes, opts.SegmentMs = segmentLimits(opts.SegmentBytes, opts.SegmentMs)
 	parent := fmt.Sprintf("log_batch_%d_%d", opts.TopicID, opts.Partition)
 	l := &Log{opts: opts, parent: parent, table: pgx.Identifier{"kafgres", parent}.Sanitize()}
 	if _, err := opts.Pool.Exec(ctx, "SELECT kafgres.log_prepare_partition($1, $2)", opts.TopicID, opts.Partition); err != nil {
@@ -130,7 +153,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if err != nil || !strings.HasPrefix(n, parent+"_") {
 			return nil, fmt.Errorf("open %s: table %q under %s is not one of its leaves", l.name(), n, l.table)
 		}
-		l.leaves = append(l.leaves, leaf{base: base, maxTs: -1, touched: time.Now()})
+		l.leaves = append(l.leaves, leaf{base: base, maxTs: -1, touched: time.Now(), created: time.Now()})
 	}
 	slices.SortFunc(l.leaves, func(a, b leaf) int { return cmp.Compare(a.base, b.base) })
 	l.end = l.start
@@ -150,6 +173,15 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		}
 	}
 	l.durable = l.end
+	if err := l.loadApplied(ctx); err != nil {
+		return nil, err
+	}
+	// A snapshot past the end describes batches a failed Sync lost; the
+	// offsets will be given to other batches.
+	if _, err := opts.Pool.Exec(ctx, `DELETE FROM kafgres.log_producer_snapshot
+		WHERE topic_id = $1 AND partition = $2 AND snapshot_offset > $3`, opts.TopicID, opts.Partition, l.end); err != nil {
+		return nil, fmt.Errorf("open %s: drop producer snapshots past its end: %w", l.name(), err)
+	}
 	// A crash may have come between moving the start and dropping the
 	// leaves below it.
 	if n := l.below(l.start); n > 0 {
@@ -200,10 +232,21 @@ func (l *Log) Append(batch []byte, leaderEpoch int32) (int64, error) {
 	if err := l.usable(); err != nil {
 		return 0, fmt.Errorf("append to %s: %w", l.name(), err)
 	}
+	return l.appendLocked(batch, h, leaderEpoch).h.BaseOffset, nil
+}
+
+// appendLocked queues batch (header h) at the log end, starting a leaf
+// when the active one is full or old, and returns its row. Callers hold
+// mu and have checked usable.
+func (l *Log) appendLocked(batch []byte, h segment.BatchHeader, leaderEpoch int32) *row {
 	base := l.end
 	n := int64(len(batch))
-	if len(l.leaves) == 0 || (l.leaves[len(l.leaves)-1].bytes > 0 && l.leaves[len(l.leaves)-1].bytes+n > l.opts.SegmentBytes) {
-		l.leaves = append(l.leaves, leaf{base: base, maxTs: -1, isNew: true})
+	now := time.Now()
+	if len(l.leaves) == 0 {
+		l.leaves = append(l.leaves, leaf{base: base, maxTs: -1, isNew: true, created: now})
+	} else if last := l.leaves[len(l.leaves)-1]; last.bytes > 0 &&
+		(last.bytes+n > l.opts.SegmentBytes || now.Sub(last.created) >= time.Duration(l.opts.SegmentMs)*time.Millisecond) {
+		l.leaves = append(l.leaves, leaf{base: base, maxTs: -1, isNew: true, created: now})
 	}
 	active := &l.leaves[len(l.leaves)-1]
 	segment.Stamp(batch, base, leaderEpoch)
@@ -213,9 +256,30 @@ func (l *Log) Append(batch []byte, leaderEpoch int32) (int64, error) {
 	active.isNew = false
 	active.bytes += n
 	active.maxTs = max(active.maxTs, h.MaxTimestamp)
-	active.touched = time.Now()
+	active.touched = now
 	l.end = h.LastOffset() + 1
-	return base, nil
+	return &l.pending[len(l.pending)-1]
+}
+
+// SetSegmentLimits changes the roll limits (segment.bytes, segment.ms) of
+// the open log; values <= 0 mean the defaults. They apply from the next
+// append on.
+func (l *Log) SetSegmentLimits(segmentBytes, segmentMs int64) {
+	segmentBytes, segmentMs = segmentLimits(segmentBytes, segmentMs)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opts.SegmentBytes, l.opts.SegmentMs = segmentBytes, segmentMs
+}
+
+// segmentLimits puts the defaults in place of values <= 0.
+func segmentLimits(segmentBytes, segmentMs int64) (int64, int64) {
+	if segmentBytes <= 0 {
+		segmentBytes = segment.DefaultSegmentBytes
+	}
+	if segmentMs <= 0 {
+		segmentMs = segment.DefaultSegmentMs
+	}
+	return segmentBytes, segmentMs
 }
 
 // Sync commits every batch appended before it started, in one Postgres
@@ -231,26 +295,52 @@ func (l *Log) Sync() (int64, error) {
 		l.mu.Unlock()
 		return 0, fmt.Errorf("sync %s: %w", l.name(), err)
 	}
-	rows, end := l.pending, l.end
-	l.pending = nil
+	rows, end, snaps := l.pending, l.end, l.snaps
+	l.pending, l.inflight, l.snaps = nil, rows, nil
 	l.mu.Unlock()
-	if len(rows) == 0 {
+	if len(rows) == 0 && len(snaps) == 0 {
 		return l.DurableEnd(), nil
 	}
-	if err := l.commit(rows); err != nil {
-		l.mu.Lock()
-		l.err = err
+	if err := l.commit(rows, snaps); err != nil {
+		// Whether the partition is gone is settled before the log is
+		// marked failed, so that no append in between is refused as on a
+		// failed log, which would stop the broker.
+		l.mu.RLock()
 		closed := l.closed
+		l.mu.RUnlock()
+		gone := closed || errors.Is(err, context.Canceled) || l.dropped()
+		l.mu.Lock()
+		l.inflight = nil
+		if gone {
+			// Gone for good: every later call answers as on a closed log
+			// (the broker's "unknown partition").
+			l.closed = true
+		} else {
+			l.err = err
+		}
 		l.mu.Unlock()
-		if closed || errors.Is(err, context.Canceled) {
+		if gone {
 			return 0, fmt.Errorf("sync %s: %w", l.name(), segment.ErrClosed)
 		}
 		return 0, fmt.Errorf("sync %s: %w", l.name(), err)
 	}
 	l.mu.Lock()
-	l.durable = end
+	l.durable, l.inflight = end, nil
 	l.mu.Unlock()
 	return end, nil
+}
+
+// dropped reports whether the partition is gone from the catalog (its
+// topic dropped, and its tables with it): a Sync that failed for that
+// failed as on a closed log, not as a storage failure that stops the
+// broker.
+func (l *Log) dropped() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), closedWriteTimeout)
+	defer cancel()
+	var exists bool
+	err := l.opts.Pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM kafgres.log_state WHERE topic_id = $1 AND partition = $2)",
+		l.opts.TopicID, l.opts.Partition).Scan(&exists)
+	return err == nil && !exists
 }
 
 // inTx runs fn in a transaction that commits as Options.AsyncCommit says,
@@ -268,8 +358,9 @@ func (l *Log) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	})
 }
 
-// commit writes rows in one transaction.
-func (l *Log) commit(rows []row) error {
+// commit writes rows and the producer snapshots that describe them in one
+// transaction.
+func (l *Log) commit(rows []row, snaps []snapshot) error {
 	return l.inTx(l.ctx, func(tx pgx.Tx) error {
 		for _, r := range rows {
 			if r.isNew {
@@ -278,17 +369,41 @@ func (l *Log) commit(rows []row) error {
 				}
 			}
 		}
-		_, err := tx.CopyFrom(l.ctx, pgx.Identifier{"kafgres", l.parent},
-			[]string{"topic_id", "partition", "segment_base", "base_offset", "last_offset", "max_timestamp",
-				"producer_id", "producer_epoch", "base_sequence", "attributes", "leader_epoch", "batch"},
-			pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-				r := rows[i]
-				return []any{l.opts.TopicID, l.opts.Partition, r.leaf, r.h.BaseOffset, r.h.LastOffset(), r.h.MaxTimestamp,
-					r.h.ProducerID, r.h.ProducerEpoch, r.h.BaseSequence, r.h.Attributes, r.h.LeaderEpoch, r.batch}, nil
-			}))
-		return err
+		if len(rows) > 0 {
+			// source_lsn is a pg_lsn, whose binary form is a bigint's.
+			tx.Conn().TypeMap().RegisterType(&pgtype.Type{Name: "pg_lsn", OID: pgLSNOID, Codec: pgtype.Int8Codec{}})
+			_, err := tx.CopyFrom(l.ctx, pgx.Identifier{"kafgres", l.parent},
+				[]string{"topic_id", "partition", "segment_base", "base_offset", "last_offset", "max_timestamp",
+					"producer_id", "producer_epoch", "base_sequence", "attributes", "leader_epoch",
+					"source_lsn", "txn_first_offset", "txn_last_stable_offset", "batch"},
+				pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+					r := rows[i]
+					var source, first, lso *int64
+					if r.source != 0 {
+						source = new(int64(r.source))
+					}
+					if r.aborted != nil {
+						first, lso = &r.aborted.FirstOffset, &r.aborted.LastStableOffset
+					}
+					return []any{l.opts.TopicID, l.opts.Partition, r.leaf, r.h.BaseOffset, r.h.LastOffset(), r.h.MaxTimestamp,
+						r.h.ProducerID, r.h.ProducerEpoch, r.h.BaseSequence, r.h.Attributes, r.h.LeaderEpoch,
+						source, first, lso, r.batch}, nil
+				}))
+			if err != nil {
+				return err
+			}
+		}
+		for _, sn := range snaps {
+			if err := writeSnapshot(l.ctx, tx, l.opts, sn); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
+
+// pgLSNOID is the type oid of pg_lsn.
+const pgLSNOID = 3220
 
 // Read returns whole batches starting with the one containing offset,
 // taking only batches whose base offset is below limit (and committed: a
@@ -395,4 +510,16 @@ func (l *Log) Close() error {
 		err = nil
 	}
 	return err
+}
+
+// SetupConn prepares a new connection of the pool the logs use (the
+// pool's AfterConnect): it gives the session a replication origin of its
+// own (kafgres.log_session_origin), by which the output plugin drops the
+// log's rows before decoding them. Without a free origin the rows are
+// decoded and ignored: slower, not wrong.
+func SetupConn(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, "SELECT kafgres.log_session_origin()"); err != nil {
+		return fmt.Errorf("table engine connection: set its replication origin: %w", err)
+	}
+	return nil
 }

@@ -144,8 +144,18 @@ func (l *Log) below(start int64) int {
 // returns how many. Callers hold startMu.
 func (l *Log) advanceStart(start int64) (int, error) {
 	err := l.inTx(l.ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(l.ctx, `UPDATE kafgres.log_state SET log_start_offset = $3
+		// The source positions of the batches about to go are kept, so
+		// that SourceApplied survives them; so are the snapshots from the
+		// new start on (LoadProducerSnapshot takes none below it).
+		_, err := tx.Exec(l.ctx, `UPDATE kafgres.log_state SET log_start_offset = $3,
+			source_applied = GREATEST(source_applied, (SELECT max(source_lsn) FROM `+l.table+`
+				WHERE topic_id = $1 AND partition = $2 AND last_offset < $3))
 			WHERE topic_id = $1 AND partition = $2 AND log_start_offset < $3`, l.opts.TopicID, l.opts.Partition, start)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(l.ctx, `DELETE FROM kafgres.log_producer_snapshot
+			WHERE topic_id = $1 AND partition = $2 AND snapshot_offset < $3`, l.opts.TopicID, l.opts.Partition, start)
 		return err
 	})
 	if err != nil {

@@ -142,6 +142,12 @@ func (k *Kafgres) script(ctx context.Context, args ...string) ([]byte, error) {
 	argv := append([]string{filepath.Join(k.repo, "tests", "pgcluster.sh"), args[0], k.Dir}, args[1:]...)
 	cmd := exec.CommandContext(ctx, "bash", argv...)
 	conf := gateConf
+	// $KAFGRES_STORAGE_ENGINE (make conformance ENGINE=table) runs the
+	// gate against table-engine topics; the catalogue is the same for
+	// both engines, since an engine may add no client-visible difference.
+	if e := os.Getenv("KAFGRES_STORAGE_ENGINE"); e != "" {
+		conf += "\nkafgres.storage_engine = '" + e + "'"
+	}
 	if k.Secure && k.pki != nil {
 		conf += k.secureConf()
 	}
