@@ -9,6 +9,9 @@ package broker
 //     topics requested (null, v2+) returns every partition the group has
 //     committed
 //   - v8+: several groups in one request, each answered on its own
+//   - offsets of a transaction whose EndTxn was answered are waited for
+//     (up to 1 s) while its markers are written, so a fetch right after
+//     the commit sees them, as on Kafka in practice
 //   - require_stable (v7+): a partition with an offset committed in a
 //     transaction not yet ended (TxnOffsetCommit) is answered
 //     UNSTABLE_OFFSET_COMMIT with offset -1, as Kafka; without it, the
@@ -127,6 +130,7 @@ func (b *Broker) fetchGroupOffsets(ctx context.Context, cc *conn, group string, 
 	describable := func(name string) bool {
 		return b.allowed(cc, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name)
 	}
+	b.txns.AwaitOffsets(ctx, group)
 	pending := b.txns.PendingOffsets(group)
 	committed, err := b.meta.FetchOffsets(ctx, group)
 	if err != nil {

@@ -777,6 +777,47 @@ func (c *Coordinator) PendingOffset(group string, topicID int64, partition int32
 // transaction completing between the two (its offsets moved after the
 // read, no longer pending at the check) is answered as unstable, not with
 // the offsets from before it.
+// AwaitOffsets waits, up to CompletionWait in all, for the transactions
+// that hold offsets of group and whose end was already answered (their
+// markers and offsets are being written): an OffsetFetch right after a
+// producer's EndTxn then sees the offsets that transaction committed, as
+// it does on Kafka, whose markers land before a client's next request in
+// practice. Transactions not yet ended are not waited for: their offsets
+// stay pending (UNSTABLE_OFFSET_COMMIT with require_stable), as Kafka's.
+func (c *Coordinator) AwaitOffsets(ctx context.Context, group string) {
+	if c.cfg.CompletionWait < 0 {
+		return
+	}
+	var timer *time.Timer
+	for _, e := range c.entries() {
+		e.mu.Lock()
+		holds := false
+		for k := range e.offsets {
+			if k.group == group {
+				holds = true
+				break
+			}
+		}
+		done := e.completed
+		completing := e.completing && holds
+		e.mu.Unlock()
+		if !completing {
+			continue
+		}
+		if timer == nil {
+			timer = time.NewTimer(c.cfg.CompletionWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-done:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 func (c *Coordinator) PendingOffsets(group string) func(topicID int64, partition int32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

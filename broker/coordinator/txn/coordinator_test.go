@@ -593,3 +593,48 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 		t.Fatalf("state %v after a failed write", got.State)
 	}
 }
+
+// TestAwaitOffsetsWaitsForCompletion: AwaitOffsets returns once a
+// committed transaction holding the group's offsets has written them, and
+// at CompletionWait if its markers stall; a transaction not yet ended, or
+// holding another group's offsets, is not waited for.
+func TestAwaitOffsetsWaitsForCompletion(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	ctx := context.Background()
+	pid, e := f.init(t, "t")
+	off := []Offset{{TopicID: 7, Partition: 0, Offset: 42, LeaderEpoch: -1}}
+	wantErr(t, "add", f.c.AddPartitions(ctx, "t", pid, e, []Partition{tp0}, 1), nil)
+	wantErr(t, "add offsets", f.c.AddOffsets(ctx, "t", pid, e, "g", 1), nil)
+	wantErr(t, "offsets", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false), nil)
+	start := time.Now()
+	f.c.AwaitOffsets(ctx, "g") // ongoing: no wait
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Fatalf("waited %v for a transaction not yet ended", took)
+	}
+	hold := make(chan struct{})
+	f.markers.mu.Lock()
+	f.markers.hold = hold
+	f.markers.mu.Unlock()
+	_, _, err := f.c.EndTxn(ctx, "t", pid, e, true, 1)
+	wantErr(t, "commit", err, nil)
+	f.c.AwaitOffsets(ctx, "h") // another group's offsets: no wait
+	awaited := make(chan struct{})
+	go func() { f.c.AwaitOffsets(ctx, "g"); close(awaited) }()
+	select {
+	case <-awaited:
+		t.Fatal("AwaitOffsets returned while the markers were held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(hold)
+	select {
+	case <-awaited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("AwaitOffsets did not return once the markers were written")
+	}
+	if f.c.PendingOffsets("g")(7, 0) {
+		t.Fatal("the offset is still pending after AwaitOffsets")
+	}
+	if o, ok := f.store.committed[offsetKey{"g", 7, 0}]; !ok || o.Offset != 42 {
+		t.Fatalf("committed %+v, %v", o, ok)
+	}
+}
