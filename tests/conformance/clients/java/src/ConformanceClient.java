@@ -478,11 +478,12 @@ public final class ConformanceClient {
             committedOffset(admin, group, in, "before_commit", false);
             committedOffset(admin, group, in, "before_commit", true);
             if (!txnStep(prod::commitTransaction, "op", "commit")) return;
-            // require_stable first: Admin retries UNSTABLE_OFFSET_COMMIT
-            // until the commit's markers reached the group (after EndTxn's
-            // answer, on Kafka too)
-            committedOffset(admin, group, in, "after_commit", true);
-            committedOffset(admin, group, in, "after_commit", false);
+            // The commit's markers reach the group after EndTxn's answer,
+            // on Kafka too, and Admin leaves out a partition answered
+            // UNSTABLE_OFFSET_COMMIT rather than retrying it: ask again
+            // while the offset is not visible yet, as the other clients do.
+            committedOffset(admin, group, in, "after_commit", true, true);
+            committedOffset(admin, group, in, "after_commit", false, true);
         }
         for (ConsumerRecord<byte[], byte[]> r : consumeIsolated(topic(1), "read_committed", 3, 15000)) {
             emit("offset", r.offset(), "value", show(r.value()));
@@ -493,11 +494,23 @@ public final class ConformanceClient {
     // {when, require_stable, offset} (null: none), or {..., error} when the
     // call fails (Admin retries UNSTABLE_OFFSET_COMMIT until its timeout).
     private void committedOffset(Admin admin, String group, TopicPartition tp, String when, boolean requireStable) {
+        committedOffset(admin, group, tp, when, requireStable, false);
+    }
+
+    // settle: ask again, for up to 10 s, while there is no offset.
+    private void committedOffset(Admin admin, String group, TopicPartition tp, String when, boolean requireStable, boolean settle) {
+        long end = System.currentTimeMillis() + 10000;
         try {
             var spec = Map.of(group, new org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec().topicPartitions(List.of(tp)));
             var opts = new org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions().requireStable(requireStable).timeoutMs(3000);
-            var got = admin.listConsumerGroupOffsets(spec, opts).partitionsToOffsetAndMetadata(group).get(10, TimeUnit.SECONDS).get(tp);
-            emit("when", when, "require_stable", requireStable, "offset", got == null ? null : got.offset());
+            while (true) {
+                var got = admin.listConsumerGroupOffsets(spec, opts).partitionsToOffsetAndMetadata(group).get(10, TimeUnit.SECONDS).get(tp);
+                if (got != null || !settle || System.currentTimeMillis() > end) {
+                    emit("when", when, "require_stable", requireStable, "offset", got == null ? null : got.offset());
+                    return;
+                }
+                Thread.sleep(100);
+            }
         } catch (Exception e) {
             emit("when", when, "require_stable", requireStable, "error", errorName(e));
         }
