@@ -162,6 +162,15 @@ type fixture struct {
 	version int16
 }
 
+// holdMarkers makes marker writes wait until the returned channel is closed.
+func (f *fixture) holdMarkers() chan struct{} {
+	hold := make(chan struct{})
+	f.markers.mu.Lock()
+	f.markers.hold = hold
+	f.markers.mu.Unlock()
+	return hold
+}
+
 func newFixture(t *testing.T, version int16, store *memStore) *fixture {
 	t.Helper()
 	if store == nil {
@@ -446,10 +455,7 @@ func TestNextTransactionWaitsForCompletion(t *testing.T) {
 	ctx := context.Background()
 	pid, e := f.init(t, "t")
 	wantErr(t, "add", f.c.AddPartitions(ctx, "t", pid, e, []Partition{tp0}, 2), nil)
-	hold := make(chan struct{})
-	f.markers.mu.Lock()
-	f.markers.hold = hold
-	f.markers.mu.Unlock()
+	hold := f.holdMarkers()
 	_, ne, err := f.c.EndTxn(ctx, "t", pid, e, true, 2)
 	wantErr(t, "commit", err, nil)
 
@@ -473,11 +479,8 @@ func TestNextTransactionWaitsForCompletion(t *testing.T) {
 
 	// markers that take longer than CompletionWait: as Kafka answers
 	f.c.cfg.CompletionWait = 20 * time.Millisecond
-	hold = make(chan struct{})
+	hold = f.holdMarkers()
 	defer close(hold)
-	f.markers.mu.Lock()
-	f.markers.hold = hold
-	f.markers.mu.Unlock()
 	_, ne2, err := f.c.EndTxn(ctx, "t", pid, ne, true, 2)
 	wantErr(t, "second commit", err, nil)
 	wantErr(t, "add while markers stall", f.c.AddPartitions(ctx, "t", pid, ne2, []Partition{tp0}, 2), kerr.ConcurrentTransactions)
@@ -611,10 +614,7 @@ func TestAwaitOffsetsWaitsForCompletion(t *testing.T) {
 	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Fatalf("waited %v for a transaction not yet ended", took)
 	}
-	hold := make(chan struct{})
-	f.markers.mu.Lock()
-	f.markers.hold = hold
-	f.markers.mu.Unlock()
+	hold := f.holdMarkers()
 	_, _, err := f.c.EndTxn(ctx, "t", pid, e, true, 1)
 	wantErr(t, "commit", err, nil)
 	f.c.AwaitOffsets(ctx, "h") // another group's offsets: no wait
