@@ -69,7 +69,6 @@ func staticBrokerConfigs(cfg Config) map[string]string {
 		"transaction.remove.expired.transaction.cleanup.interval.ms":  strconv.FormatInt(cfg.TransactionRemoveExpiredInterval.Milliseconds(), 10),
 		"producer.id.expiration.ms":                                   strconv.FormatInt(cfg.ProducerIDExpiration.Milliseconds(), 10),
 		"log.cleaner.backoff.ms":                                      strconv.FormatInt(cfg.CleanerBackoff.Milliseconds(), 10),
-		"max.incremental.fetch.session.cache.slots":                   strconv.Itoa(max(cfg.FetchSessionCacheSlots, 0)),
 	}
 	for k, v := range securityConfigs(cfg) {
 		differs[k] = v
@@ -78,6 +77,12 @@ func staticBrokerConfigs(cfg Config) map[string]string {
 		if def, _ := kconfig.BrokerDefault(k); v != "0" && v != def {
 			m[k] = v
 		}
+	}
+	// Zero fetch-session slots is a setting (no incremental sessions), not
+	// an unset field: Config's zero was replaced by Kafka's default above.
+	slots := strconv.Itoa(max(cfg.FetchSessionCacheSlots, 0))
+	if def, _ := kconfig.BrokerDefault("max.incremental.fetch.session.cache.slots"); slots != def {
+		m["max.incremental.fetch.session.cache.slots"] = slots
 	}
 	return m
 }

@@ -49,6 +49,13 @@ func TestStaticBrokerConfigs(t *testing.T) {
 	if got := staticBrokerConfigs(cfg); !maps.Equal(got, want) {
 		t.Errorf("changed: %v, want %v", got, want)
 	}
+	// no incremental fetch sessions at all is a setting that differs from
+	// Kafka's 1000, though it is zero
+	noSessions := cfg
+	noSessions.FetchSessionCacheSlots = -1
+	if got := staticBrokerConfigs(noSessions)["max.incremental.fetch.session.cache.slots"]; got != "0" {
+		t.Errorf("fetch session slots off: %q, want \"0\"", got)
+	}
 	// the static values reach DescribeConfigs and the topics' defaults
 	bc := newBrokerConfigs(cfg, nil, nil)
 	if d := bc.DescribeBroker(false, []string{"num.partitions"}, false, false); len(d) != 1 || *d[0].Value != "3" || d[0].Source != kmsg.ConfigSourceStaticBrokerConfig {
