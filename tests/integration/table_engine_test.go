@@ -427,3 +427,31 @@ func TestTableEngineLogStart(t *testing.T) {
 	defer l.Close()
 	check("reopened after a crash before the drop", 22, 22, 0)
 }
+
+// TestTableEngineDroppedTopic: a log whose topic was dropped under it
+// (the broker's catalog not yet reloaded) answers its readers as a closed
+// log, which the broker reports as an unknown partition, not as a storage
+// failure.
+func TestTableEngineDroppedTopic(t *testing.T) {
+	f := newTableFixture(t, 0)
+	l := f.open(t)
+	defer l.Close()
+	if _, err := l.Append(batch(-1, 0, 0, 3, "abc"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.conn.Exec(ctxT(t), "SELECT kafgres_drop_topic('tbl')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Read(0, 1<<20, 3); !errors.Is(err, segment.ErrClosed) {
+		t.Fatalf("read of a dropped topic's log: %v, want segment.ErrClosed", err)
+	}
+	if err := l.ScanBatches(0, func(segment.BatchHeader) error { return nil }); !errors.Is(err, segment.ErrClosed) {
+		t.Fatalf("scan of a dropped topic's log: %v, want segment.ErrClosed", err)
+	}
+	if _, err := l.AbortedTxns(0, 3); !errors.Is(err, segment.ErrClosed) {
+		t.Fatalf("aborted transactions of a dropped topic's log: %v, want segment.ErrClosed", err)
+	}
+}

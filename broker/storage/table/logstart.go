@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
@@ -200,9 +201,19 @@ func (l *Log) usable() error {
 }
 
 // closedErr is err, or segment.ErrClosed when it came from Close
-// cancelling the query.
+// cancelling the query or from the partition's tables being gone with its
+// topic: until the broker's catalog learns of the drop, a reader of the
+// log must see what it sees after, an unknown partition, not a storage
+// failure.
 func (l *Log) closedErr(err error) error {
-	if err != nil && errors.Is(l.ctx.Err(), context.Canceled) {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(l.ctx.Err(), context.Canceled) {
+		return segment.ErrClosed
+	}
+	var pgErr *pgconn.PgError // 42P01: undefined_table
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" && l.dropped() {
 		return segment.ErrClosed
 	}
 	return err
