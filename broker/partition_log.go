@@ -107,8 +107,10 @@ func (p *partition) activeBase() int64 {
 }
 
 // The table engine keeps a partition's log in Postgres (issue #15); it
-// rolls leaves as segments roll, and is not yet compacted or archived.
+// rolls leaves as segments roll and is compacted (table/clean.go); it is
+// not yet archived.
 var (
-	_ partitionLog = (*table.Log)(nil)
-	_ segmentedLog = (*table.Log)(nil)
+	_ partitionLog   = (*table.Log)(nil)
+	_ segmentedLog   = (*table.Log)(nil)
+	_ compactableLog = (*table.Log)(nil)
 )

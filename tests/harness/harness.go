@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,9 +48,14 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// FreePort returns a TCP port nothing listens on right now.
+// FreePort returns a TCP port nothing listens on right now: one the
+// system picks, or with $KAFGRES_TEST_PORTS ("lo-hi") one of that range,
+// for machines where each tester has ports of its own.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	if r := os.Getenv("KAFGRES_TEST_PORTS"); r != "" {
+		return rangePort(t, r)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("free port: %v", err)
@@ -65,6 +71,38 @@ func FreePort(t testing.TB) int {
 func Start(t testing.TB, extraConf ...string) *Cluster {
 	t.Helper()
 	return StartWith(t, func(*Cluster) []string { return extraConf })
+}
+
+var (
+	portMu   sync.Mutex
+	portNext int // the next port of $KAFGRES_TEST_PORTS to try; 0: its start
+)
+
+// rangePort is FreePort within the range r ("lo-hi"), never the same port
+// twice in a process until the range wraps.
+func rangePort(t testing.TB, r string) int {
+	t.Helper()
+	var lo, hi int
+	if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err != nil || lo <= 0 || hi < lo {
+		t.Fatalf("KAFGRES_TEST_PORTS=%q: want lo-hi", r)
+	}
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range hi - lo + 1 {
+		if portNext < lo || portNext > hi {
+			portNext = lo
+		}
+		p := portNext
+		portNext++
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return p
+	}
+	t.Fatalf("no free port in KAFGRES_TEST_PORTS=%s", r)
+	return 0
 }
 
 // StartWith is Start with settings that depend on the cluster's ports

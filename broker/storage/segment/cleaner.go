@@ -399,12 +399,14 @@ func appendNullable(b, v []byte) []byte {
 
 // cleaner holds one clean's state.
 type cleaner struct {
-	l     *Log
-	o     CleanOptions
-	now   int64
-	upper int64
-	m     offsetMap
-	txns  *cleanTxns
+	l *Log // nil for a Compactor
+	o CleanOptions
+	// decompress reads compressed batches' records.
+	decompress Decompressor
+	now        int64
+	upper      int64
+	m          offsetMap
+	txns       *cleanTxns
 	// groupEnd is the base of the segment after the group being cleaned.
 	groupEnd int64
 	stats    CleanStats
@@ -430,7 +432,8 @@ func (l *Log) Clean(o CleanOptions) (CleanStats, error) {
 		return CleanStats{}, err
 	}
 	defer l.release(views)
-	c := &cleaner{l: l, o: o, now: o.Now.UnixMilli(), m: offsetMap{m: map[[md5.Size]byte]int64{}, latest: -1, max: o.MaxKeys}}
+	c := newCleaner(o, l.opts.Decompress)
+	c.l = l
 	activeBase := views[len(views)-1].seg.base
 	l.mu.RLock()
 	c.upper = min(o.UpperBound, activeBase, l.reclaimLimit())
@@ -454,14 +457,7 @@ func (l *Log) Clean(o CleanOptions) (CleanStats, error) {
 		}
 		return c.stats, fmt.Errorf("clean %s: build offset map: %w", l.opts.Dir, err)
 	}
-	c.stats.KeysInMap = len(c.m.m)
-	endOffset := c.m.latest + 1
-	c.stats.End = max(endOffset, firstDirty)
-	if !c.stats.OffsetMapWasFull {
-		// Everything up to the bound was mapped: markers and aborted data
-		// after the last key are clean too.
-		c.stats.End = c.upper
-	}
+	endOffset := c.mapped(firstDirty)
 
 	c.txns = newCleanTxns(aborted)
 	c.txns.keepIndex = true
@@ -554,11 +550,11 @@ func (c *cleaner) eachBatch(v *segView, from int64, fn func(h BatchHeader, b []b
 func (c *cleaner) records(h BatchHeader, b []byte) ([]cleanRecord, error) {
 	section := b[HeaderSize:]
 	if codec := h.Compression(); codec != 0 {
-		if c.l.opts.Decompress == nil {
+		if c.decompress == nil {
 			return nil, fmt.Errorf("batch at offset %d: codec %d and no decompressor", h.BaseOffset, codec)
 		}
 		var plain []byte
-		err := c.l.opts.Decompress(codec, section, func(r io.Reader) error {
+		err := c.decompress(codec, section, func(r io.Reader) error {
 			var err error
 			plain, err = io.ReadAll(io.LimitReader(r, cleanerMaxInflate+1))
 			if err == nil && len(plain) > cleanerMaxInflate {
@@ -589,32 +585,7 @@ func (c *cleaner) buildMap(sealed []segView, firstDirty int64, aborted []Aborted
 			continue
 		}
 		err := c.eachBatch(v, max(firstDirty, v.seg.base), func(h BatchHeader, b []byte) (bool, error) {
-			if h.BaseOffset >= c.upper {
-				return true, nil
-			}
-			if h.IsControl() {
-				txns.onControl(h, b)
-				return false, nil
-			}
-			if txns.onBatch(h) {
-				return false, nil
-			}
-			recs, err := c.records(h, b)
-			if err != nil {
-				return true, err
-			}
-			for _, r := range recs {
-				off := h.BaseOffset + int64(r.offsetDelta)
-				if r.key == nil || off < firstDirty {
-					continue
-				}
-				if c.m.full() {
-					c.stats.OffsetMapWasFull = true
-					return true, nil
-				}
-				c.m.put(r.key, off)
-			}
-			return false, nil
+			return c.mapBatch(txns, firstDirty, h, b)
 		})
 		if err != nil {
 			return err
@@ -624,6 +595,58 @@ func (c *cleaner) buildMap(sealed []segView, firstDirty int64, aborted []Aborted
 		}
 	}
 	return nil
+}
+
+// newCleaner starts the state of one clean.
+func newCleaner(o CleanOptions, decompress Decompressor) *cleaner {
+	return &cleaner{o: o, decompress: decompress, now: o.Now.UnixMilli(),
+		m: offsetMap{m: map[[md5.Size]byte]int64{}, latest: -1, max: o.MaxKeys}}
+}
+
+// mapBatch puts the keys of one batch of the dirty range in the offset
+// map (control batches and aborted data put none); stop is true at the
+// upper bound or when the map is full.
+func (c *cleaner) mapBatch(txns *cleanTxns, firstDirty int64, h BatchHeader, b []byte) (stop bool, err error) {
+	if h.BaseOffset >= c.upper {
+		return true, nil
+	}
+	if h.IsControl() {
+		txns.onControl(h, b)
+		return false, nil
+	}
+	if txns.onBatch(h) {
+		return false, nil
+	}
+	recs, err := c.records(h, b)
+	if err != nil {
+		return true, err
+	}
+	for _, r := range recs {
+		off := h.BaseOffset + int64(r.offsetDelta)
+		if r.key == nil || off < firstDirty {
+			continue
+		}
+		if c.m.full() {
+			c.stats.OffsetMapWasFull = true
+			return true, nil
+		}
+		c.m.put(r.key, off)
+	}
+	return false, nil
+}
+
+// mapped ends the mapping: it records the new checkpoint in the stats and
+// returns the end of the mapped offsets, below which batches are cleaned.
+func (c *cleaner) mapped(firstDirty int64) int64 {
+	c.stats.KeysInMap = len(c.m.m)
+	endOffset := c.m.latest + 1
+	c.stats.End = max(endOffset, firstDirty)
+	if !c.stats.OffsetMapWasFull {
+		// Everything up to the bound was mapped: markers and aborted data
+		// after the last key are clean too.
+		c.stats.End = c.upper
+	}
+	return endOffset
 }
 
 type cleanGroup struct {
