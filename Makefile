@@ -23,7 +23,8 @@
 #   make soak     every fuzz target for 10^7 executions (counts in docs/security.md)
 #   make conformance  run every conformance client against kafgres and a reference
 #                 Kafka 4.4.0 and diff (docs/conformance.md); CLIENTS=a,b SCENARIOS=x,y narrow it,
-#                 ENGINE=table runs it on table-engine topics
+#                 ENGINE=table runs it on table-engine topics; ENGINES=segment,table
+#                 runs one kafgres per engine against one reference run
 #   make clean
 
 SHELL := /bin/bash
@@ -146,7 +147,7 @@ bench: deps build install
 
 conformance: deps build install
 	@for t in java javac mvn; do command -v $$t >/dev/null || { echo "conformance needs $$t (Java 17 and Maven)"; exit 1; }; done
-	cd tests && $(if $(ENGINE),KAFGRES_STORAGE_ENGINE=$(ENGINE)) go run ./conformance/runner $(if $(CLIENTS),-clients $(CLIENTS)) $(if $(SCENARIOS),-scenarios '$(SCENARIOS)') run
+	cd tests && $(if $(ENGINE),KAFGRES_STORAGE_ENGINE=$(ENGINE)) go run ./conformance/runner $(if $(CLIENTS),-clients $(CLIENTS)) $(if $(SCENARIOS),-scenarios '$(SCENARIOS)') $(if $(ENGINES),-engines $(ENGINES)) run
 
 clean:
 	$(MAKE) -C outputplugin PG_CONFIG=$(PG_CONFIG) clean

@@ -66,9 +66,13 @@ var Matrix = []string{"java", "java-tools", "kcat", "confluent-kafka", "franz", 
 
 // Broker is one side of the comparison as the gate sees it.
 type Broker struct {
-	Name         string // "reference" or "kafgres"
+	Name         string // "reference", "kafgres", "kafgres-table", ...
 	Addr         string // what clients are given
 	CreateTopics func(context.Context, []TopicSpec) error
+	// Label is added to the scenario names of this kafgres's rows in the
+	// report, so that a gate run against several kafgres clusters (one per
+	// storage engine) tells their cells apart; "" for the first.
+	Label string
 }
 
 // Gate is one run of the conformance gate.
@@ -88,8 +92,11 @@ type Gate struct {
 	secureMu sync.Mutex // secure runs share the pair's ACLs: one at a time
 }
 
-// Result is the outcome: cells by scenario then client.
+// Result is the outcome: cells by row then client. A row is a scenario
+// against one kafgres: the scenario's name, followed by the kafgres's
+// Label after the first.
 type Result struct {
+	Rows                    []string
 	Cells                   map[string]map[string]Cell
 	Passed, Failed, Skipped int
 }
@@ -109,10 +116,16 @@ func (g *Gate) hasProgram(name string) bool {
 	return err == nil
 }
 
-// Run creates every client's topics on both brokers up front, runs each
+// Run creates every client's topics on every broker up front, runs each
 // client once per broker with all plain scenarios, then once per secure
-// scenario and broker of the secure pair, and compares.
-func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
+// scenario and broker of the secure pair, and compares each kafgres with
+// the one reference run: several kafgres clusters (one per storage engine)
+// share the reference's half of the work. Secure scenarios run against the
+// secure pair only and are reported with the first kafgres.
+func (g *Gate) Run(ctx context.Context, ref Broker, kafs ...Broker) (*Result, error) {
+	if len(kafs) == 0 {
+		return nil, errors.New("no kafgres to compare")
+	}
 	runID := strconv.FormatInt(time.Now().Unix()%1_000_000, 10)
 	var plain, secure []Scenario
 	for _, s := range g.Scenarios {
@@ -152,7 +165,10 @@ func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 	}
 	var preps []prep
 	if len(plain) > 0 {
-		preps = append(preps, prep{ref, topics, nil}, prep{kaf, topics, nil})
+		preps = append(preps, prep{ref, topics, nil})
+		for _, kaf := range kafs {
+			preps = append(preps, prep{kaf, topics, nil})
+		}
 	}
 	if len(secure) > 0 {
 		preps = append(preps, prep{g.SecureRef.Broker, secureTopics, g.SecureRef.Admin}, prep{g.SecureKaf.Broker, secureTopics, g.SecureKaf.Admin})
@@ -165,10 +181,10 @@ func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 			return nil, fmt.Errorf("topics on %s: %w", p.b.Name, err)
 		}
 	}
-	fmt.Fprintf(g.Log, "created %d topics on both brokers in %.1fs\n", len(topics)+len(secureTopics), time.Since(start).Seconds())
+	fmt.Fprintf(g.Log, "created %d topics on every broker in %.1fs\n", len(topics)+len(secureTopics), time.Since(start).Seconds())
 
 	// Clients run in parallel with each other; one client runs against the
-	// reference, then kafgres, so its build (first run) is never raced.
+	// reference, then each kafgres, so its build (first run) is never raced.
 	sem := make(chan struct{}, max(g.Parallel, 1))
 	var wg sync.WaitGroup
 	for _, r := range runs {
@@ -177,7 +193,7 @@ func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			for _, b := range []Broker{ref, kaf} {
+			for _, b := range append([]Broker{ref}, kafs...) {
 				r.sides[b.Name] = map[string]*Side{}
 				if len(plain) > 0 {
 					r.sides[b.Name] = g.runClient(ctx, r, b, b.Addr, names(plain), nil, b.Name)
@@ -219,40 +235,52 @@ func (g *Gate) Run(ctx context.Context, ref, kaf Broker) (*Result, error) {
 	for _, r := range runs {
 		byName[r.name] = r
 	}
-	for _, s := range g.Scenarios {
-		res.Cells[s.Name] = map[string]Cell{}
-		normRef, normKaf := norms[ref.Name], norms[kaf.Name]
-		if s.Secure {
-			normRef, normKaf = norms["secure-"+ref.Name], norms["secure-"+kaf.Name]
-		}
-		for _, c := range g.Clients {
-			r := byName[c]
-			var cell Cell
-			if r == nil {
-				cell = Cell{Status: Skipped, Note: "no client program yet (tests/conformance/clients/" + c + "/run)"}
-			} else {
-				rs := normalize(r.sides[ref.Name][s.Name], normRef)
-				ks := normalize(r.sides[kaf.Name][s.Name], normKaf)
-				var entries []Entry
-				for _, e := range g.Catalogue {
-					if e.Applies(s.Name, c) {
-						entries = append(entries, e)
-					}
-				}
-				cell = Compare(s, rs, ks, entries)
+	for i, kaf := range kafs {
+		for _, s := range g.Scenarios {
+			if s.Secure && i > 0 {
+				continue
 			}
-			res.Cells[s.Name][c] = cell
-			switch {
-			case cell.Status == Skipped:
-				res.Skipped++
-			case cell.Status.Passed():
-				res.Passed++
-			default:
-				res.Failed++
-			}
+			g.compareRow(res, s, s.Name+kaf.Label, ref, kaf, norms, byName)
 		}
 	}
 	return res, nil
+}
+
+// compareRow compares, for every client, what scenario s saw on kaf with
+// what it saw on ref, as the report's row.
+func (g *Gate) compareRow(res *Result, s Scenario, row string, ref, kaf Broker, norms map[string]Normalizer, byName map[string]*clientRun) {
+	res.Rows = append(res.Rows, row)
+	res.Cells[row] = map[string]Cell{}
+	normRef, normKaf := norms[ref.Name], norms[kaf.Name]
+	if s.Secure {
+		normRef, normKaf = norms["secure-"+ref.Name], norms["secure-"+kaf.Name]
+	}
+	for _, c := range g.Clients {
+		r := byName[c]
+		var cell Cell
+		if r == nil {
+			cell = Cell{Status: Skipped, Note: "no client program yet (tests/conformance/clients/" + c + "/run)"}
+		} else {
+			rs := normalize(r.sides[ref.Name][s.Name], normRef)
+			ks := normalize(r.sides[kaf.Name][s.Name], normKaf)
+			var entries []Entry
+			for _, e := range g.Catalogue {
+				if e.Applies(s.Name, c) {
+					entries = append(entries, e)
+				}
+			}
+			cell = Compare(s, rs, ks, entries)
+		}
+		res.Cells[row][c] = cell
+		switch {
+		case cell.Status == Skipped:
+			res.Skipped++
+		case cell.Status.Passed():
+			res.Passed++
+		default:
+			res.Failed++
+		}
+	}
 }
 
 func names(ss []Scenario) []string {
@@ -393,10 +421,10 @@ func (g *Gate) Report(res *Result) {
 		fmt.Fprint(w, "\t"+c)
 	}
 	fmt.Fprintln(w)
-	for _, s := range g.Scenarios {
-		fmt.Fprint(w, s.Name)
+	for _, row := range res.Rows {
+		fmt.Fprint(w, row)
 		for _, c := range g.Clients {
-			fmt.Fprint(w, "\t"+string(res.Cells[s.Name][c].Status))
+			fmt.Fprint(w, "\t"+string(res.Cells[row][c].Status))
 		}
 		fmt.Fprintln(w)
 	}
@@ -421,10 +449,10 @@ func (g *Gate) Report(res *Result) {
 		*list = append(*list, g)
 	}
 	var failures []*group
-	for _, s := range g.Scenarios {
+	for _, row := range res.Rows {
 		for _, c := range g.Clients {
-			cell := res.Cells[s.Name][c]
-			head := fmt.Sprintf("  %s × %s: %s", s.Name, c, cell.Status)
+			cell := res.Cells[row][c]
+			head := fmt.Sprintf("  %s × %s: %s", row, c, cell.Status)
 			switch cell.Status {
 			case Different:
 				d := head
@@ -436,9 +464,9 @@ func (g *Gate) Report(res *Result) {
 			case Catalogued:
 				details = append(details, head+" by "+strings.Join(cell.Entries, ", ")+"\n")
 			case Failed:
-				add(&failures, "  "+c+": error: "+cell.Note, s.Name)
+				add(&failures, "  "+c+": error: "+cell.Note, row)
 			case Skipped:
-				add(&skips, "  "+c+": "+cell.Note, s.Name)
+				add(&skips, "  "+c+": "+cell.Note, row)
 			}
 		}
 	}
@@ -464,10 +492,10 @@ func (g *Gate) Report(res *Result) {
 	fmt.Fprintf(g.Out, "\n%d passed, %d failed, %d skipped\n", res.Passed, res.Failed, res.Skipped)
 	if res.Failed > 0 {
 		var names []string
-		for _, s := range g.Scenarios {
+		for _, row := range res.Rows {
 			for _, c := range g.Clients {
-				if st := res.Cells[s.Name][c].Status; st != Skipped && !st.Passed() {
-					names = append(names, s.Name+" × "+c)
+				if st := res.Cells[row][c].Status; st != Skipped && !st.Passed() {
+					names = append(names, row+" × "+c)
 				}
 			}
 		}

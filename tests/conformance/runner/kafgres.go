@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -23,8 +24,12 @@ type Kafgres struct {
 	// SASL_SSL one (secure.go); else KafkaPort is PLAINTEXT.
 	Secure  bool `json:"secure,omitempty"`
 	SSLPort int  `json:"ssl_port,omitempty"`
-	repo    string
-	pki     *PKI
+	// Engine is kafgres.storage_engine, the engine of every topic the
+	// gate creates (the internal topics stay segment topics); "" leaves it
+	// to $KAFGRES_STORAGE_ENGINE, then to the default.
+	Engine string `json:"engine,omitempty"`
+	repo   string
+	pki    *PKI
 }
 
 // Addr is the bootstrap address clients use.
@@ -33,16 +38,17 @@ func (k *Kafgres) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.I
 // SSLAddr is the SASL_SSL listener of a secure cluster.
 func (k *Kafgres) SSLAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(k.SSLPort)) }
 
-// StartKafgres creates a fresh cluster in dir on free ports.
-func StartKafgres(ctx context.Context, repo, dir string) (*Kafgres, error) {
-	return startKafgres(ctx, repo, dir, nil)
+// StartKafgres creates a fresh cluster in dir on free ports whose topics
+// are kept by engine ("" for the default; Kafgres.Engine).
+func StartKafgres(ctx context.Context, repo, dir, engine string) (*Kafgres, error) {
+	return startKafgres(ctx, repo, dir, engine, nil)
 }
 
 // StartSecureKafgres creates the kafgres cluster of the secure pair: the
 // listeners, certificate, users and super user of the secure reference
 // broker (secure.go), the users as Postgres roles with LOGIN.
 func StartSecureKafgres(ctx context.Context, repo, dir string, pki *PKI) (*Kafgres, error) {
-	k, err := startKafgres(ctx, repo, dir, pki)
+	k, err := startKafgres(ctx, repo, dir, "", pki)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +70,7 @@ func StartSecureKafgres(ctx context.Context, repo, dir string, pki *PKI) (*Kafgr
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-func startKafgres(ctx context.Context, repo, dir string, pki *PKI) (*Kafgres, error) {
+func startKafgres(ctx context.Context, repo, dir, engine string, pki *PKI) (*Kafgres, error) {
 	if old, err := loadState[Kafgres](dir); err == nil {
 		old.repo = repo
 		old.Stop()
@@ -77,7 +83,7 @@ func startKafgres(ctx context.Context, repo, dir string, pki *PKI) (*Kafgres, er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	k := &Kafgres{Dir: dir, repo: repo, Secure: pki != nil, pki: pki}
+	k := &Kafgres{Dir: dir, repo: repo, Secure: pki != nil, pki: pki, Engine: engine}
 	var err error
 	if k.PGPort, err = freePort(); err != nil {
 		return nil, err
@@ -142,10 +148,9 @@ func (k *Kafgres) script(ctx context.Context, args ...string) ([]byte, error) {
 	argv := append([]string{filepath.Join(k.repo, "tests", "pgcluster.sh"), args[0], k.Dir}, args[1:]...)
 	cmd := exec.CommandContext(ctx, "bash", argv...)
 	conf := gateConf
-	// $KAFGRES_STORAGE_ENGINE (make conformance ENGINE=table) runs the
-	// gate against table-engine topics; the catalogue is the same for
-	// both engines, since an engine may add no client-visible difference.
-	if e := os.Getenv("KAFGRES_STORAGE_ENGINE"); e != "" {
+	// The catalogue is the same for both engines, since an engine may add
+	// no client-visible difference.
+	if e := cmp.Or(k.Engine, os.Getenv("KAFGRES_STORAGE_ENGINE")); e != "" {
 		conf += "\nkafgres.storage_engine = '" + e + "'"
 	}
 	if k.Secure && k.pki != nil {

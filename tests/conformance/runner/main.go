@@ -16,6 +16,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -37,6 +38,7 @@ func main() {
 	parallel := flag.Int("parallel", 2, "clients run at the same time")
 	keep := flag.Bool("keep", false, "leave both brokers running after run")
 	serverJVM := flag.Bool("server-jvm", false, "reference start: Kafka's own JVM defaults (1 GiB heap, G1 options) instead of the gate's 512 MiB heap, for benchmarks")
+	engines := flag.String("engines", "", "run: comma-separated storage engines, one kafgres cluster each, all compared with one reference run (default: $KAFGRES_STORAGE_ENGINE, else the default engine)")
 	secure := flag.Bool("secure", false, "reference|kafgres start|stop: the secure pair's broker (SASL listeners, ACLs)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: runner [flags] run | reference start|stop | kafgres start|stop | topics reference|kafgres NAME:N...")
@@ -61,7 +63,7 @@ func main() {
 	args := flag.Args()
 	switch {
 	case len(args) == 1 && args[0] == "run":
-		code, err := runGate(ctx, d, splitList(*clients), splitList(*scenarios), *parallel, *keep)
+		code, err := runGate(ctx, d, splitList(*clients), splitList(*scenarios), splitList(*engines), *parallel, *keep)
 		if err != nil {
 			fatal(err)
 		}
@@ -108,7 +110,7 @@ func main() {
 		}
 		fmt.Printf("bootstrap=%s\nsasl_ssl=%s\nca=%s\npgport=%d\ndir=%s\n", k.Addr(), k.SSLAddr(), pki.CAFile, k.PGPort, k.Dir)
 	case len(args) == 2 && args[0] == "kafgres" && args[1] == "start":
-		k, err := StartKafgres(ctx, d.repo, d.kafgres())
+		k, err := StartKafgres(ctx, d.repo, d.kafgres(), "")
 		if err != nil {
 			fatal(err)
 		}
@@ -138,6 +140,15 @@ type dirs struct{ repo, cache, run string }
 func (d dirs) reference() string { return filepath.Join(d.run, "reference") }
 func (d dirs) kafgres() string   { return filepath.Join(d.run, "kafgres") }
 func (d dirs) logs() string      { return filepath.Join(d.run, "logs") }
+
+// kafgresFor is the directory of the i-th kafgres of a run with several
+// storage engines: the first is d.kafgres(), which `kafgres stop` stops.
+func (d dirs) kafgresFor(i int, engine string) string {
+	if i == 0 {
+		return d.kafgres()
+	}
+	return filepath.Join(d.run, "kafgres-"+engine)
+}
 
 // the secure pair's (secure.go)
 func (d dirs) pki() string             { return filepath.Join(d.run, "secure-pki") }
@@ -175,7 +186,7 @@ func findRepo() (string, error) {
 
 // runGate is `runner run`: both brokers up, the gate, the report. It
 // returns the exit code: 1 on any failed cell.
-func runGate(ctx context.Context, d dirs, clients, only []string, parallel int, keep bool) (int, error) {
+func runGate(ctx context.Context, d dirs, clients, only, engines []string, parallel int, keep bool) (int, error) {
 	begin := time.Now()
 	all, err := LoadScenarios(filepath.Join(d.repo, "tests", "conformance", "scenarios.json"))
 	if err != nil {
@@ -231,7 +242,15 @@ func runGate(ctx context.Context, d dirs, clients, only []string, parallel int, 
 			r, err := StartReference(ctx, d.repo, d.cache, d.reference())
 			return started{ref: r, err: err}
 		})
-		launch("kafgres", func() started { k, err := StartKafgres(ctx, d.repo, d.kafgres()); return started{kaf: k, err: err} })
+		if len(engines) == 0 {
+			engines = []string{""}
+		}
+		for i, e := range engines {
+			launch("kafgres "+e, func() started {
+				k, err := StartKafgres(ctx, d.repo, d.kafgresFor(i, e), e)
+				return started{kaf: k, err: err}
+			})
+		}
 	}
 	if secure {
 		launch("secure reference broker", func() started {
@@ -277,7 +296,8 @@ func runGate(ctx context.Context, d dirs, clients, only []string, parallel int, 
 		Clients: clients, Scenarios: scenarios, Catalogue: cat, Parallel: parallel,
 		Out: os.Stdout, Log: os.Stderr,
 	}
-	ref, kaf := Broker{Name: "reference"}, Broker{Name: "kafgres"}
+	ref := Broker{Name: "reference"}
+	var plainKafs []Broker
 	for _, r := range refs {
 		if r.Secure {
 			g.SecureRef = secureReferenceBroker(r, pki)
@@ -299,11 +319,18 @@ func runGate(ctx context.Context, d dirs, clients, only []string, parallel int, 
 			fmt.Fprintf(os.Stderr, "secure kafgres: SASL_PLAINTEXT %s, SASL_SSL %s\n", k.Addr(), k.SSLAddr())
 			continue
 		}
-		kaf = Broker{Name: "kafgres", Addr: k.Addr(), CreateTopics: k.CreateTopics}
-		fmt.Fprintf(os.Stderr, "kafgres on %s\n", k.Addr())
+		kaf := Broker{Name: "kafgres", Addr: k.Addr(), CreateTopics: k.CreateTopics}
+		if len(plainKafs) > 0 {
+			kaf.Name, kaf.Label = "kafgres-"+k.Engine, " ["+k.Engine+"]"
+		}
+		plainKafs = append(plainKafs, kaf)
+		fmt.Fprintf(os.Stderr, "kafgres (storage engine %s) on %s\n", cmp.Or(k.Engine, os.Getenv("KAFGRES_STORAGE_ENGINE"), "default"), k.Addr())
 	}
 	fmt.Fprintf(os.Stderr, "brokers started in %.1fs\n", time.Since(begin).Seconds())
-	res, err := g.Run(ctx, ref, kaf)
+	if len(plainKafs) == 0 {
+		plainKafs = []Broker{{Name: "kafgres"}} // secure scenarios only
+	}
+	res, err := g.Run(ctx, ref, plainKafs...)
 	if err != nil {
 		return 0, err
 	}

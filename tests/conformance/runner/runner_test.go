@@ -76,7 +76,7 @@ func TestBrokenHandlerFailsGate(t *testing.T) {
 		defer wg.Done()
 		ref, refErr = StartReference(ctx, repo, cache, filepath.Join(work, "reference"))
 	}()
-	go func() { defer wg.Done(); kaf, kafErr = StartKafgres(ctx, repo, filepath.Join(work, "kafgres")) }()
+	go func() { defer wg.Done(); kaf, kafErr = StartKafgres(ctx, repo, filepath.Join(work, "kafgres"), "") }()
 	wg.Wait()
 	if ref != nil {
 		t.Cleanup(func() { ref.Stop() })
