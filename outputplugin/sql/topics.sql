@@ -87,3 +87,15 @@ SELECT topic, partition, archived_offset, last_archived_segment, failed_count, b
   FROM kafgres_archive_status();
 SELECT kafgres_drop_topic('archived');
 SELECT count(*) FROM kafgres.archive_status;
+
+-- a topic's own storage engine; NULL (or the two-argument function) takes
+-- kafgres.storage_engine, here segment; it never changes
+SELECT kafgres_create_topic('in-table', 2, 'table') > 0 AS created;
+SELECT kafgres_create_topic('in-segments', 1, storage_engine => 'segment') > 0 AS created;
+SELECT kafgres_create_topic(name => 'by-default', partitions => NULL, storage_engine => NULL) > 0 AS created;
+SELECT name, partitions, storage_engine FROM kafgres.topic
+ WHERE name IN ('in-table', 'in-segments', 'by-default') ORDER BY name;
+SELECT kafgres_create_topic('bad-engine', 1, 'memory');
+SELECT kafgres_create_topic('in-table', 1, 'segment');
+UPDATE kafgres.topic SET storage_engine = 'segment' WHERE name = 'in-table';
+SELECT kafgres_drop_topic('in-table'), kafgres_drop_topic('in-segments'), kafgres_drop_topic('by-default');

@@ -237,3 +237,53 @@ func TestTableEngineNonSuperuserBroker(t *testing.T) {
 	out = produceAll(t, c.Addr, "after", 10, kgo.AllowAutoTopicCreation())
 	consumeAll(t, c.Addr, "after", out)
 }
+
+// TestTableEnginePerTopic: in a segment cluster, kafgres_create_topic(name,
+// partitions, storage_engine) makes a table topic beside segment topics
+// (one made with storage_engine => NULL, one with the two-argument
+// function); each keeps its engine through a broker kill, and every
+// acknowledged record is read back from each.
+func TestTableEnginePerTopic(t *testing.T) {
+	c := harness.Start(t, "kafgres.storage_engine = segment")
+	ctx := ctxT(t)
+	conn := c.Conn(t)
+	c.Exec(t, "SELECT kafgres_create_topic('per-table', 2, 'table')")
+	c.Exec(t, "SELECT kafgres_create_topic('per-null', 2, storage_engine => NULL)")
+	c.CreateTopic(t, "per-segment", 2)
+	rows := func(topic string) (engine string, n int) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, `SELECT t.storage_engine, (SELECT count(*) FROM kafgres.log_batch AS b WHERE b.topic_id = t.topic_id)
+			FROM kafgres.topic AS t WHERE t.name = $1`, topic).Scan(&engine, &n); err != nil {
+			t.Fatal(err)
+		}
+		return engine, n
+	}
+	topics := []string{"per-table", "per-null", "per-segment"}
+	acked := map[string]map[tpo]produced{}
+	for _, topic := range topics {
+		acked[topic] = produceAll(t, c.Addr, topic, 200)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, topic := range topics {
+			engine, n := rows(topic)
+			logs, _ := filepath.Glob(filepath.Join(c.DataDir(), topic+"-*", "*.log"))
+			switch {
+			case topic == "per-table" && (engine != "table" || n == 0 || len(logs) > 0):
+				t.Fatalf("%s: %s: a %s topic with %d rows and segment files %v; want a table topic", when, topic, engine, n, logs)
+			case topic != "per-table" && (engine != "segment" || n > 0 || len(logs) == 0):
+				t.Fatalf("%s: %s: a %s topic with %d rows and segment files %v; want a segment topic", when, topic, engine, n, logs)
+			}
+			consumeAll(t, c.Addr, topic, acked[topic])
+		}
+	}
+	check("after producing")
+	old := c.KillBroker(t)
+	c.WaitBroker(t, old, 15*time.Second)
+	for _, topic := range topics {
+		for k, v := range produceAll(t, c.Addr, topic, 100) {
+			acked[topic][k] = v
+		}
+	}
+	check("after a broker kill")
+}
