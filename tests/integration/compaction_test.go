@@ -128,29 +128,13 @@ func TestCompactionKillDuringClean(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sp := func(s string) *string { return &s }
-	setRate := func(rate string) {
-		t.Helper()
-		rs, err := kadm.NewClient(cl).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.cleaner.io.max.bytes.per.second", Value: sp(rate)}})
-		if err == nil && len(rs) > 0 {
-			err = rs[0].Err
-		}
-		if err != nil {
-			t.Fatalf("set log.cleaner.io.max.bytes.per.second=%s: %v", rate, err)
-		}
-	}
-	setRate("1048576")
+	setCleanerRate(t, ctx, cl, "1048576")
 	const topic = "compacted-crash"
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
+	createTopicWith(t, ctx, cl, topic, map[string]*string{
 		"cleanup.policy":            sp("compact"),
 		"segment.bytes":             sp("1048576"),
 		"min.cleanable.dirty.ratio": sp("0.01"),
-	}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	dir := filepath.Join(c.DataDir(), topic+"-0")
 
 	acked := map[int64][]byte{} // offset -> value
@@ -229,7 +213,7 @@ func TestCompactionKillDuringClean(t *testing.T) {
 			t.Fatalf("after restart %d the next record got offset %d, want the log end %d", i+1, latest["key-0"], before)
 		}
 	}
-	setRate("1073741824")
+	setCleanerRate(t, ctx, cl, "1073741824")
 	read := func() (map[string]int64, int, error) { return readCompacted(ctx, c.Addr, topic, end, acked) }
 	harness.Eventually(t, 90*time.Second, func() error {
 		last, n, err := read()
@@ -329,4 +313,30 @@ func readCompacted(ctx context.Context, addr, topic string, end int64, acked map
 		}
 	}
 	return last, n, nil
+}
+
+// createTopicWith creates topic, one partition, with configs, and fails
+// the test if Kafka's answer is an error.
+func createTopicWith(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, configs map[string]*string) {
+	t.Helper()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// setCleanerRate sets log.cleaner.io.max.bytes.per.second, which the
+// cleaner takes at its next pass.
+func setCleanerRate(t *testing.T, ctx context.Context, cl *kgo.Client, rate string) {
+	t.Helper()
+	rs, err := kadm.NewClient(cl).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.cleaner.io.max.bytes.per.second", Value: &rate}})
+	if err == nil && len(rs) > 0 {
+		err = rs[0].Err
+	}
+	if err != nil {
+		t.Fatalf("set log.cleaner.io.max.bytes.per.second=%s: %v", rate, err)
+	}
 }

@@ -66,33 +66,14 @@ func TestTableCompactionKill(t *testing.T) {
 	defer cancel()
 	conn := c.Conn(t)
 	sp := func(s string) *string { return &s }
-	alter := func(rs kadm.AlterConfigsResponses, err error) {
-		t.Helper()
-		if err == nil && len(rs) > 0 {
-			err = rs[0].Err
-		}
-		if err != nil {
-			t.Fatalf("alter configs: %v", err)
-		}
-	}
-	setRate := func(rate string) {
-		t.Helper()
-		alter(kadm.NewClient(cl).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.cleaner.io.max.bytes.per.second", Value: sp(rate)}}))
-	}
-	setRate("524288")
+	setCleanerRate(t, ctx, cl, "524288")
 	const topic = "tcompact-crash"
 	// Written as cleanup.policy=delete and made compact once all is
 	// written, so that the first clean sees every version.
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
+	createTopicWith(t, ctx, cl, topic, map[string]*string{
 		"segment.bytes":             sp("1048576"),
 		"min.cleanable.dirty.ratio": sp("0.01"),
-	}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 
 	acked := map[int64][]byte{} // offset -> value
 	latest := map[string]int64{}
@@ -140,7 +121,9 @@ func TestTableCompactionKill(t *testing.T) {
 	if before.rows < 3900 || before.leaves < 4 {
 		t.Fatalf("%d rows in %d leaves; want one row a record, leaves of 1 MiB", before.rows, before.leaves)
 	}
-	alter(kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: sp("compact")}}, topic))
+	if rs, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: sp("compact")}}, topic); err != nil || rs[0].Err != nil {
+		t.Fatalf("make %s compacted: %v %v", topic, err, rs)
+	}
 
 	// midClean waits until the running clean has committed some of its
 	// changes and not its checkpoint, then kills.
@@ -192,7 +175,7 @@ func TestTableCompactionKill(t *testing.T) {
 	})
 	// The rate applies from the next clean on: the one Postgres's restart
 	// starts is fast.
-	setRate("1073741824")
+	setCleanerRate(t, ctx, cl, "1073741824")
 	midClean("Postgres", func() {
 		old := c.BrokerPID(t)
 		c.KillPostgres(t)
@@ -253,16 +236,9 @@ func TestTableLogStartKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	sp := func(s string) *string { return &s }
 	const topic = "tstart-crash"
-	resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": sp("1048576")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTopicWith(t, ctx, cl, topic, map[string]*string{"segment.bytes": sp("1048576")})
 	acked := map[int64][]byte{}
 	end := int64(0)
 	// 5 MiB in batches of ten records: five leaves of 1 MiB.
