@@ -49,16 +49,26 @@ func handleFetch(ctx context.Context, b *Broker, cc *conn, req *kmsg.FetchReques
 		resp.ErrorCode = errorCode(err)
 		return resp, nil
 	}
-	resp, err := b.fetch(ctx, cc, fc.req)
+	var files *fetchFiles
+	if cc.sendfile {
+		files = &fetchFiles{nonce: b.fetchNonce}
+	}
+	resp, err := b.fetch(ctx, cc, fc.req, files)
 	if err != nil {
+		files.release()
 		return nil, err
 	}
-	return b.fetchSessions.finish(fc, resp, follower), nil
+	out := b.fetchSessions.finish(fc, resp, follower)
+	if files != nil && len(files.recs) > 0 {
+		return &fileFetchResponse{FetchResponse: out, files: files}, nil
+	}
+	return out, nil
 }
 
 // fetch answers a fetch of every partition of req (all of its session's
-// for an incremental fetch).
-func (b *Broker) fetch(ctx context.Context, cc *conn, req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
+// for an incremental fetch), leaving the records of segment topics in their
+// files when files is not nil.
+func (b *Broker) fetch(ctx context.Context, cc *conn, req *kmsg.FetchRequest, files *fetchFiles) (*kmsg.FetchResponse, error) {
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	denied := b.fetchDenied(cc, req)
 
@@ -80,15 +90,16 @@ func (b *Broker) fetch(ctx context.Context, cc *conn, req *kmsg.FetchRequest) (*
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {
-		resp, n, hasErr := b.readFetch(req, denied)
+		resp, n, hasErr := b.readFetch(req, denied, files)
 		if hasErr || n >= int(req.MinBytes) || !time.Now().Before(deadline) {
 			return resp, nil
 		}
 		b.fetchBufs.release(resp) // read again below
+		files.release()
 		select {
 		case <-wake:
 		case <-timer.C:
-			resp, _, _ = b.readFetch(req, denied)
+			resp, _, _ = b.readFetch(req, denied, files)
 			return resp, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -129,7 +140,7 @@ func (b *Broker) fetchTopic(req *kmsg.FetchRequest, rt kmsg.FetchRequestTopic) *
 
 // readFetch builds one response from what is durable now. It returns the
 // number of record bytes and whether any partition carries an error.
-func (b *Broker) readFetch(req *kmsg.FetchRequest, denied []bool) (*kmsg.FetchResponse, int, bool) {
+func (b *Broker) readFetch(req *kmsg.FetchRequest, denied []bool, files *fetchFiles) (*kmsg.FetchResponse, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	budget := math.MaxInt32
 	if req.Version >= 3 && req.MaxBytes > 0 {
@@ -148,7 +159,7 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest, denied []bool) (*kmsg.FetchRe
 				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			}
 			limit := min(int(rp.PartitionMaxBytes), budget-total)
-			data, err := b.fetchPartition(req, t, denied[i], rp, &sp, limit, total == 0)
+			data, size, err := b.fetchPartition(req, t, denied[i], rp, &sp, limit, total == 0, files)
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				hasErr = true
@@ -157,7 +168,7 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest, denied []bool) (*kmsg.FetchRe
 				data = []byte{} // null records is a parse error for librdkafka
 			}
 			sp.RecordBatches = data
-			total += len(data)
+			total += size
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -165,61 +176,89 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest, denied []bool) (*kmsg.FetchRe
 	return resp, total, hasErr
 }
 
-func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, denied bool, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, limit int, first bool) ([]byte, error) {
+// fetchPartition reads one partition's records: their bytes, or, with
+// files, a marker standing for them in their files; and their size.
+func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, denied bool, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, limit int, first bool, files *fetchFiles) ([]byte, int, error) {
 	switch {
 	case t == nil && req.Version >= 13:
-		return nil, kerr.UnknownTopicID
+		return nil, 0, kerr.UnknownTopicID
 	case denied:
-		return nil, kerr.TopicAuthorizationFailed
+		return nil, 0, kerr.TopicAuthorizationFailed
 	case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.parts):
-		return nil, kerr.UnknownTopicOrPartition
+		return nil, 0, kerr.UnknownTopicOrPartition
 	}
 	p := t.parts[rp.Partition]
 	if err := checkLeaderEpoch(p, rp.CurrentLeaderEpoch, req.Version >= 9); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	hw := p.highWatermark()
 	lso := p.lastStableOffset()
 	start := p.log.LogStartOffset()
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, start
 	if rp.FetchOffset < start || rp.FetchOffset > p.log.LogEndOffset() {
-		return nil, kerr.OffsetOutOfRange
+		return nil, 0, kerr.OffsetOutOfRange
 	}
 	end := hw
 	if req.IsolationLevel == 1 {
 		end = lso
 	}
 	if rp.FetchOffset >= end || (limit <= 0 && !first) {
-		return nil, nil
+		return nil, 0, nil
 	}
-	var data []byte
-	var err error
-	if ra, ok := p.log.(appendReader); ok {
-		data, err = ra.ReadAppend(b.fetchBufs.get(), rp.FetchOffset, max(limit, 1), end)
-	} else {
-		data, err = p.log.Read(rp.FetchOffset, max(limit, 1), end)
-	}
-	switch {
-	case errors.Is(err, segment.ErrOffsetOutOfRange):
-		return nil, kerr.OffsetOutOfRange
-	case errors.Is(err, segment.ErrClosed):
-		return nil, kerr.UnknownTopicOrPartition
-	case err != nil:
+	readErr := func(err error) error {
+		switch {
+		case errors.Is(err, segment.ErrOffsetOutOfRange):
+			return kerr.OffsetOutOfRange
+		case errors.Is(err, segment.ErrClosed):
+			return kerr.UnknownTopicOrPartition
+		}
 		b.log.Error("read log", "topic", t.name, "partition", rp.Partition, "offset", rp.FetchOffset, "err", err)
-		return nil, kerr.KafkaStorageError
+		return kerr.KafkaStorageError
 	}
-	if len(data) > limit && !first {
-		b.fetchBufs.put(data)
-		return nil, nil // only the response's first batch may exceed the limits
+	var (
+		data []byte
+		size int
+		last int64
+	)
+	if ff, ok := p.log.(recordsFromFile); ok && files != nil {
+		recs, ok, err := ff.ReadFile(rp.FetchOffset, max(limit, 1), end)
+		switch {
+		case err != nil:
+			return nil, 0, readErr(err)
+		case ok && (recs.Len() == 0 || (recs.Len() > limit && !first)):
+			recs.Release() // nothing, or only the response's first batch may exceed the limits
+			return nil, 0, nil
+		case ok:
+			data, size, last = files.add(recs), recs.Len(), recs.LastOffset()
+		}
 	}
-	if req.IsolationLevel == 1 && len(data) > 0 {
-		aborted, err := p.log.AbortedTxns(rp.FetchOffset, lastOffset(data)+1)
+	if data == nil {
+		var err error
+		if ra, ok := p.log.(appendReader); ok {
+			data, err = ra.ReadAppend(b.fetchBufs.get(), rp.FetchOffset, max(limit, 1), end)
+		} else {
+			data, err = p.log.Read(rp.FetchOffset, max(limit, 1), end)
+		}
+		if err != nil {
+			return nil, 0, readErr(err)
+		}
+		if len(data) > limit && !first {
+			b.fetchBufs.put(data)
+			return nil, 0, nil // only the response's first batch may exceed the limits
+		}
+		size = len(data)
+		if size > 0 {
+			last = lastOffset(data)
+		}
+	}
+	if req.IsolationLevel == 1 && size > 0 {
+		aborted, err := p.log.AbortedTxns(rp.FetchOffset, last+1)
 		switch {
 		case errors.Is(err, segment.ErrClosed):
-			return nil, kerr.UnknownTopicOrPartition
+			return nil, 0, kerr.UnknownTopicOrPartition
 		case err != nil:
 			b.log.Error("read transaction index", "topic", t.name, "partition", rp.Partition, "offset", rp.FetchOffset, "err", err)
-			return nil, kerr.KafkaStorageError
+			return nil, 0, kerr.KafkaStorageError
 		}
 		for _, a := range aborted {
 			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
@@ -227,7 +266,7 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, denied bool, r
 			sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 		}
 	}
-	return data, nil
+	return data, size, nil
 }
 
 // lastOffset is the last offset of the whole batches in data, which Read

@@ -5,6 +5,7 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,6 +81,10 @@ type Broker struct {
 
 	fetchSessions *fetchSessions // incremental fetch sessions (fetch_sessions.go)
 	fetchBufs     fetchBuffers   // fetch_buffers.go
+	// fetchNonce begins the markers of records sent from files
+	// (fetch_sendfile.go): random, so that no client can put one in a
+	// response.
+	fetchNonce []byte
 
 	// sourcePID is the producer id of the SQL source's Kafka transactions
 	// (sourced.go), -1 until one is needed; sourceMu guards it.
@@ -142,6 +147,10 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	}
 	b.frameBudget = newBudget(cfg.QueuedMaxRequestBytes)
 	b.fetchSessions = newFetchSessions(max(cfg.FetchSessionCacheSlots, 0), time.Now)
+	b.fetchNonce = make([]byte, markerNonceLen)
+	if _, err := rand.Read(b.fetchNonce); err != nil {
+		return nil, fmt.Errorf("fetch marker nonce: %w", err)
+	}
 	// Large frame buffers kept for reuse: up to the request budget.
 	b.frames.bigMax = cfg.QueuedMaxRequestBytes
 	if b.frames.bigMax <= 0 {

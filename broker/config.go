@@ -59,6 +59,10 @@ type Config struct {
 	// how many incremental fetch sessions the broker keeps (zero: Kafka's
 	// 1000; negative: none, every fetch is answered in full).
 	FetchSessionCacheSlots int
+	// FetchCopy serves fetches through memory on plaintext listeners too,
+	// instead of sending segment records with sendfile(2)
+	// (fetch_sendfile.go; kafgres.fetch_sendfile = off).
+	FetchCopy bool
 
 	// SegmentArchiveCommand is kafgres.segment_archive_command: run through
 	// /bin/sh for every file of every sealed segment, as Postgres runs

@@ -56,6 +56,11 @@ type conn struct {
 	host      string
 	sasl      *saslSession
 
+	// sendfile: fetches leave segment records in their files for the
+	// writer to send with sendfile(2) (fetch_sendfile.go): a plaintext
+	// TCP connection, unless Config.FetchCopy.
+	sendfile bool
+
 	// wait is set by a handler whose response must not be written before
 	// the channel closes; the dispatcher moves it onto the response.
 	wait <-chan struct{}
@@ -353,6 +358,9 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, l *boundListener) {
 		}
 		cc.nc, cc.principal = tc, p
 	}
+	if _, tcp := cc.nc.(*net.TCPConn); tcp && !b.cfg.FetchCopy {
+		cc.sendfile = true
+	}
 	if l.Protocol.SASL() {
 		cc.sasl = &saslSession{mechs: l.mechs}
 		defer b.sessions.remove(cc)
@@ -375,6 +383,9 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, l *boundListener) {
 	err := b.readRequests(ctx, cc, out)
 	close(out)
 	<-writerDone
+	for r := range out { // what the writer left when it failed
+		cc.releaseResponse(r)
+	}
 	cc.nc.Close()
 	switch {
 	case err == nil || ctx.Err() != nil || errors.Is(err, io.EOF):
@@ -418,6 +429,7 @@ func (b *Broker) readRequests(ctx context.Context, cc *conn, out chan<- response
 		select {
 		case out <- r:
 		case <-ctx.Done():
+			cc.releaseResponse(r)
 			return ctx.Err()
 		}
 		if r.closeAfter {
@@ -502,6 +514,7 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, cl
 			select {
 			case <-r.wait:
 			case <-ctx.Done():
+				cc.releaseResponse(r)
 				return ctx.Err()
 			}
 		}
@@ -509,25 +522,30 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, cl
 			select {
 			case <-time.After(closeDelay):
 			case <-ctx.Done():
+				cc.releaseResponse(r)
 				return ctx.Err()
 			}
 		}
 		if err := cc.nc.SetWriteDeadline(time.Now().Add(idle)); err != nil {
+			cc.releaseResponse(r)
 			return err
 		}
-		switch {
+		var err error
+		switch ff, files := r.resp.(*fileFetchResponse); {
 		case r.isToken:
 			buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(r.token)))
 			buf = append(buf, r.token...)
+			_, err = bw.Write(buf)
+		case files:
+			buf = appendResponse(buf[:0], r.correlation, r.resp)
+			err = writeFileFetch(bw, cc.nc, buf, ff)
+			cc.releaseResponse(r)
 		case r.resp != nil:
 			buf = appendResponse(buf[:0], r.correlation, r.resp)
-			if fr, ok := r.resp.(*kmsg.FetchResponse); ok && cc.fetchBufs != nil {
-				cc.fetchBufs.release(fr) // its records are in buf now
-			}
-		default:
-			buf = buf[:0]
+			cc.releaseResponse(r) // a fetch's records are in buf now
+			_, err = bw.Write(buf)
 		}
-		if _, err := bw.Write(buf); err != nil {
+		if err != nil {
 			return err
 		}
 		if r.closeAfter {

@@ -11,6 +11,10 @@ import (
 // its memory in the pool.
 const maxPooledFetchBuffer = 8 << 20
 
+// minPooledFetchBuffer is the smallest kept: not worth a pool slot (and
+// not the markers of fetch_sendfile.go).
+const minPooledFetchBuffer = 4 << 10
+
 // fetchBuffers recycles the buffers fetches read records into. A fetch's
 // records are copied into its response frame when it is encoded, and from
 // then on its buffers are free; taking the next fetch's from here instead
@@ -28,7 +32,7 @@ func (f *fetchBuffers) get() []byte {
 }
 
 func (f *fetchBuffers) put(b []byte) {
-	if cap(b) == 0 || cap(b) > maxPooledFetchBuffer {
+	if cap(b) < minPooledFetchBuffer || cap(b) > maxPooledFetchBuffer {
 		return
 	}
 	b = b[:0]

@@ -47,6 +47,7 @@ int			kafgres_transactional_id_expiration = 604800000;
 int			kafgres_transaction_abort_timed_out_interval = 10000;
 int			kafgres_transaction_remove_expired_interval = 3600000;
 bool		kafgres_fsync = true;
+bool		kafgres_fetch_sendfile = true;
 int			kafgres_max_message_bytes = 1048588;
 int			kafgres_log_retention_check_interval = 300000;
 int			kafgres_log_cleaner_backoff = 15000;
@@ -355,6 +356,15 @@ _PG_init(void)
 							15000, 1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("kafgres.fetch_sendfile",
+							 "Send fetched records from the log files to plaintext connections with sendfile.",
+							 "Off: fetches read records into the broker's memory and write them from there, "
+							 "as they always do on TLS connections and for table topics.",
+							 &kafgres_fetch_sendfile,
+							 true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kafgres.max_incremental_fetch_session_cache_slots",
 							"How many incremental fetch sessions the broker keeps.",

@@ -29,6 +29,7 @@ extern int	kafgres_transactional_id_expiration;
 extern int	kafgres_transaction_abort_timed_out_interval;
 extern int	kafgres_transaction_remove_expired_interval;
 extern bool kafgres_fsync;
+extern bool kafgres_fetch_sendfile;
 extern int	kafgres_max_message_bytes;
 extern int	kafgres_log_retention_check_interval;
 extern int	kafgres_log_cleaner_backoff;

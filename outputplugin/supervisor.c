@@ -389,6 +389,7 @@ build_broker_command(void)
 	args = lappend(args, psprintf("--mapping-render-timeout=%dms",
 								  kafgres_mapping_render_timeout));
 	args = lappend(args, psprintf("--fsync=%s", kafgres_fsync ? "true" : "false"));
+	args = lappend(args, psprintf("--fetch-sendfile=%s", kafgres_fetch_sendfile ? "true" : "false"));
 	args = lappend(args, psprintf("--authorizer=%s",
 								  kafgres_authorizer == KAFGRES_AUTHORIZER_ON ? "on" :
 								  kafgres_authorizer == KAFGRES_AUTHORIZER_OFF ? "off" : "auto"));

@@ -67,6 +67,11 @@ func run() error {
 	flag.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", true, "create unknown topics on Metadata requests")
 	flag.IntVar(&partitions, "default-partitions", 1, "partitions of auto-created topics")
 	flag.BoolVar(&cfg.Fsync, "fsync", true, "fsync the log before acknowledging produces")
+	flag.Func("fetch-sendfile", "send fetched segment records to plaintext connections with sendfile(2) (default true); false: through memory", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		cfg.FetchCopy = !on
+		return err
+	})
 	flag.DurationVar(&groupDelay, "group-initial-rebalance-delay", 3*time.Second, "how long a new consumer group waits for more members before its first rebalance (Kafka's group.initial.rebalance.delay.ms); 0 for none")
 	flag.DurationVar(&cfg.ProducerIDExpiration, "producer-id-expiration", 24*time.Hour, "how long a partition remembers an idle idempotent producer without an open transaction (Kafka's producer.id.expiration.ms)")
 	flag.DurationVar(&cfg.ProducerIDExpirationCheckInterval, "producer-id-expiration-check-interval", 10*time.Minute, "how often idle producers are forgotten (Kafka's producer.id.expiration.check.interval.ms)")

@@ -122,9 +122,10 @@ type segment struct {
 	// refs is one for the Log while the segment is in Log.segs plus one per
 	// reader (or Sync) using its files without holding Log.mu. Deleting the
 	// segment drops the Log's reference; whoever drops the last one closes
-	// the files, so a reader never finds them closed under it. (Log.Close
-	// closes the files of live segments at once: reads in flight then fail
-	// with ErrClosed.)
+	// the files, so a reader never finds them closed under it. Log.Close
+	// drops the Log's references too: a reader holding a segment (a fetch
+	// sending from its file descriptor, whose number must not be reused
+	// meanwhile) closes it when done.
 	refs atomic.Int32
 
 	// st changes only while the segment is active, under Log.mu; readers
@@ -688,8 +689,10 @@ func (l *Log) Close() error {
 			}
 		}
 	}
+	// The log's references: a segment a reader still holds (a fetch
+	// sending from its file) closes when that reader is done.
 	for _, s := range l.segs {
-		if err := s.close(); err != nil {
+		if err := s.release(); err != nil {
 			errs = append(errs, err)
 		}
 	}

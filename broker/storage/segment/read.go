@@ -66,75 +66,154 @@ func (l *Log) Read(offset int64, maxBytes int, limit int64) ([]byte, error) {
 // caller that reuses buffers saves the allocation (and its zeroing) of
 // every read.
 func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, limit int64) ([]byte, error) {
-	views, start, end, err := l.snapshot(offset)
+	views, sp, err := l.readSpans(offset, maxBytes, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer l.release(views)
-	if offset < start || offset > end {
-		return nil, fmt.Errorf("read %s at %d: %w: log is [%d, %d)", l.opts.Dir, offset, ErrOffsetOutOfRange, start, end)
-	}
-	if offset == end {
+	if sp.total == 0 {
 		return nil, nil
 	}
+	return sp.appendTo(dst[:0])
+}
 
-	type span struct {
-		f      vfs.File
-		pos, n int64
+// span is a run of whole batches in one segment file.
+type span struct {
+	f      vfs.File
+	pos, n int64
+}
+
+// spans are what a read found: the runs of batches, their bytes and the
+// last offset of the last batch.
+type spans struct {
+	runs       []span
+	total      int64
+	lastOffset int64
+}
+
+// appendTo reads the spans' bytes onto dst.
+func (sp *spans) appendTo(dst []byte) ([]byte, error) {
+	at := len(dst)
+	out := slices.Grow(dst, int(sp.total))[:at+int(sp.total)]
+	for _, r := range sp.runs {
+		if _, err := r.f.ReadAt(out[at:at+int(r.n)], r.pos); err != nil {
+			return nil, closedErr(fmt.Errorf("read %s at %d: %w", r.f.Name(), r.pos, err))
+		}
+		at += int(r.n)
 	}
-	var (
-		spans []span
-		total int64
-		done  bool
-	)
-	for i := range views {
+	return out, nil
+}
+
+// readSpans finds the batches Read returns, holding the segments they are
+// in (views, which the caller releases).
+func (l *Log) readSpans(offset int64, maxBytes int, limit int64) ([]segView, spans, error) {
+	views, start, end, err := l.snapshot(offset)
+	if err != nil {
+		return nil, spans{}, err
+	}
+	if offset < start || offset > end {
+		l.release(views)
+		return nil, spans{}, fmt.Errorf("read %s at %d: %w: log is [%d, %d)", l.opts.Dir, offset, ErrOffsetOutOfRange, start, end)
+	}
+	sp := spans{lastOffset: -1}
+	done := offset == end
+	for i := 0; i < len(views) && !done; i++ {
 		v := &views[i]
 		from := max(offset, v.seg.base)
 		w, err := v.walkerFrom(from)
 		if err != nil {
-			return nil, closedErr(fmt.Errorf("read %s at %d: %w", l.opts.Dir, offset, err))
+			l.release(views)
+			return nil, spans{}, closedErr(fmt.Errorf("read %s at %d: %w", l.opts.Dir, offset, err))
 		}
-		sp := span{f: v.seg.log, pos: -1}
+		run := span{f: v.seg.log, pos: -1}
 		for !done {
 			h, pos, err := w.next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				return nil, closedErr(fmt.Errorf("read %s at %d: %w", l.opts.Dir, offset, err))
+				l.release(views)
+				return nil, spans{}, closedErr(fmt.Errorf("read %s at %d: %w", l.opts.Dir, offset, err))
 			}
 			switch {
 			case h.LastOffset() < from:
 				continue
-			case h.BaseOffset >= limit, total > 0 && total+int64(h.Length) > int64(maxBytes):
+			case h.BaseOffset >= limit, sp.total > 0 && sp.total+int64(h.Length) > int64(maxBytes):
 				done = true
 				continue
 			}
-			if sp.pos < 0 {
-				sp.pos = pos
+			if run.pos < 0 {
+				run.pos = pos
 			}
-			sp.n += int64(h.Length)
-			total += int64(h.Length)
+			run.n += int64(h.Length)
+			sp.total += int64(h.Length)
+			sp.lastOffset = h.LastOffset()
 		}
-		if sp.n > 0 {
-			spans = append(spans, sp)
-		}
-		if done {
-			break
+		if run.n > 0 {
+			sp.runs = append(sp.runs, run)
 		}
 	}
-	if total == 0 {
-		return nil, nil
+	return views, sp, nil
+}
+
+// FileRecords are the batches a read found, left in the segment files for
+// the caller to send from there (sendfile(2)) rather than through memory.
+// The segments stay open, whatever deletes or replaces them meanwhile,
+// until Release.
+type FileRecords struct {
+	l     *Log
+	views []segView
+	sp    spans
+}
+
+// FileRegion is a run of whole batches at Pos in the file whose
+// descriptor is Fd.
+type FileRegion struct {
+	Fd       uintptr
+	Pos, Len int64
+}
+
+// ReadFile is Read leaving the bytes in the files. ok is false when the
+// log's files have no descriptors to send from (a file system other than
+// the operating system's); then nothing is held.
+func (l *Log) ReadFile(offset int64, maxBytes int, limit int64) (r *FileRecords, ok bool, err error) {
+	views, sp, err := l.readSpans(offset, maxBytes, limit)
+	if err != nil {
+		return nil, true, err
 	}
-	out := slices.Grow(dst[:0], int(total))[:total]
-	n := int64(0)
-	for _, sp := range spans {
-		if _, err := sp.f.ReadAt(out[n:n+sp.n], sp.pos); err != nil {
-			return nil, closedErr(fmt.Errorf("read %s at %d: %w", sp.f.Name(), sp.pos, err))
+	for _, run := range sp.runs {
+		if _, isOS := run.f.(interface{ Fd() uintptr }); !isOS {
+			l.release(views)
+			return nil, false, nil
 		}
-		n += sp.n
 	}
-	return out, nil
+	return &FileRecords{l: l, views: views, sp: sp}, true, nil
+}
+
+// Len is the records' size in bytes; LastOffset the last offset of their
+// last batch (-1: none).
+func (r *FileRecords) Len() int          { return int(r.sp.total) }
+func (r *FileRecords) LastOffset() int64 { return r.sp.lastOffset }
+
+// Regions are where the records are, in order.
+func (r *FileRecords) Regions() []FileRegion {
+	out := make([]FileRegion, len(r.sp.runs))
+	for i, run := range r.sp.runs {
+		out[i] = FileRegion{Fd: run.f.(interface{ Fd() uintptr }).Fd(), Pos: run.pos, Len: run.n}
+	}
+	return out
+}
+
+// AppendTo reads the records onto dst, for a destination sendfile cannot
+// reach.
+func (r *FileRecords) AppendTo(dst []byte) ([]byte, error) { return r.sp.appendTo(dst) }
+
+// Release lets the segments go; r is not to be used after.
+func (r *FileRecords) Release() {
+	if r.views != nil {
+		r.l.release(r.views)
+		r.views = nil
+	}
 }
 
 // readBatch reads the whole batch h found at pos.
