@@ -28,6 +28,13 @@ const (
 	// preallocateBytes is how far the active segment's file is extended
 	// with zeros at a time when Fsync is on (at most segment.bytes).
 	preallocateBytes = 1 << 20
+
+	// bigSyncBytes is how much a Sync must find written since the one
+	// before for the writes to its next one to go without zeros ahead:
+	// writing the zeros costs a copy of every byte into the page cache,
+	// and above this an fdatasync that writes the inode costs less
+	// (performance.md, "Zeros ahead only for small syncs").
+	bigSyncBytes = 256 << 10
 )
 
 // Options configures a Log.
@@ -110,6 +117,11 @@ type Log struct {
 	archived int64 // under mu: end of the last archived segment (archive.go)
 
 	zeros []byte // written ahead of the active segment's batches; under mu, never modified
+	// unsynced counts the bytes appended since the last Sync began;
+	// bigSyncs is whether that Sync found at least bigSyncBytes: then the
+	// appends until the next one write no zeros ahead (preallocate).
+	unsynced atomic.Int64
+	bigSyncs atomic.Bool
 }
 
 type segment struct {
@@ -386,7 +398,8 @@ func (l *Log) appendLocked(batch []byte, h BatchHeader, leaderEpoch int32) (int6
 		l.opts.beforeBatchWrite(base)
 	}
 	end := pos + int64(len(batch))
-	if l.opts.Fsync && end > seg.st.alloc {
+	l.unsynced.Add(int64(len(batch)))
+	if l.opts.Fsync && end > seg.st.alloc && !l.bigSyncs.Load() {
 		if err := l.preallocate(seg, end); err != nil {
 			return 0, err
 		}
@@ -414,7 +427,10 @@ func (l *Log) appendLocked(batch []byte, h BatchHeader, leaderEpoch int32) (int6
 // every fsync of a file that grew: 13 % of the broker's CPU). The zeros need
 // no sync of their own: the fdatasync after the batch over them writes the
 // new size and blocks too, because they changed. FALLOC_FL_ZERO_RANGE would
-// leave unwritten extents whose conversion is metadata again.
+// leave unwritten extents whose conversion is metadata again. The zeros
+// cost a copy of their own, which pays only when syncs are small (many
+// fsyncs per byte): after a Sync that found bigSyncBytes or more, appends
+// extend the file instead.
 func (l *Log) preallocate(seg *segment, end int64) error {
 	chunk := min(int64(preallocateBytes), l.opts.SegmentBytes)
 	target := (end + chunk - 1) / chunk * chunk
@@ -523,6 +539,7 @@ func (l *Log) Sync() (int64, error) {
 		return 0, fmt.Errorf("sync %s: log failed earlier: %w", l.opts.Dir, err)
 	}
 	target, durable, seg := l.end, l.durable, l.active()
+	l.bigSyncs.Store(l.unsynced.Swap(0) >= bigSyncBytes)
 	dirGen, dirSynced := l.dirGen, l.dirSynced
 	txnGen, txnSynced := l.txnGen, l.txnSynced
 	// The segment may be rolled and then deleted while it is fsynced.
