@@ -329,3 +329,45 @@ func writeAt(t *testing.T, path string, b []byte, off int64) {
 		t.Fatal(err)
 	}
 }
+
+// Zeros are written ahead only while syncs are small: after a Sync that
+// found bigSyncBytes or more appended since the one before, appends extend
+// the file; after a small one they write ahead again. Either way the log
+// reads back exactly its batches, also after reopening.
+func TestZerosAheadOnlyForSmallSyncs(t *testing.T) {
+	dir := t.TempDir()
+	path := segmentPath(dir, 0, extLog)
+	opts := Options{Dir: dir, Fsync: true}
+	l := openTest(t, opts)
+	as := writeBatches(t, l, 1, 100)
+	mustSync(t, l)
+	if size := checkZerosAhead(t, l, path); size != preallocateBytes {
+		t.Fatalf("after a small sync: file of %d bytes, want %d written ahead", size, preallocateBytes)
+	}
+	// A big sync (512 KiB since the last), then appends past the zeros
+	// written before it: the file ends at the last batch.
+	as = append(as, writeBatches(t, l, 8, 64<<10)...)
+	mustSync(t, l)
+	as = append(as, writeBatches(t, l, 12, 64<<10)...)
+	if size := checkZerosAhead(t, l, path); size != l.active().st.size {
+		t.Fatalf("after a big sync: file of %d bytes, want the %d of the batches", size, l.active().st.size)
+	}
+	mustSync(t, l)
+	// A small sync: the next append past the end writes ahead again.
+	as = append(as, writeBatches(t, l, 1, 100)...)
+	mustSync(t, l)
+	as = append(as, writeBatches(t, l, 1, 100)...)
+	size := checkZerosAhead(t, l, path)
+	if size%preallocateBytes != 0 || size <= l.active().st.size {
+		t.Fatalf("after a small sync again: file of %d bytes for %d of batches, want zeros to a MiB", size, l.active().st.size)
+	}
+	mustSync(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openTest(t, opts)
+	defer l.Close()
+	if got := mustRead(t, l, 0, 1<<30, 1<<40); !bytes.Equal(got, concat(as)) {
+		t.Fatalf("reopened: read %d bytes, want the %d of the batches", len(got), len(concat(as)))
+	}
+}
