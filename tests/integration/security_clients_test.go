@@ -153,6 +153,7 @@ func runSecMatrix(t *testing.T, a *authCluster, p string, cl secClient) {
 	for _, op := range []string{"READ", "WRITE"} {
 		a.Exec(t, `SELECT kafgres_acl_grant('User:alice', $1, 'TOPIC', $2)`, op, p+"-auth")
 	}
+	a.waitTopicGranted(t, p+"-auth")
 	asTabled := func(c secCell) string { return c.want }
 	phases := []secPhase{
 		{"logins", logins, asTabled},
@@ -227,6 +228,31 @@ func (a *authCluster) waitGranted(t *testing.T, p string) {
 		}
 		if err != nil {
 			return fmt.Errorf("broker configs: %w", err)
+		}
+		return nil
+	})
+}
+
+// waitTopicGranted waits until the broker lets alice see topic (READ and
+// WRITE imply DESCRIBE): the grants reach it asynchronously, later on a
+// busy machine.
+func (a *authCluster) waitTopicGranted(t *testing.T, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a.saslPlain), scramUser("alice", "pencil"), kgo.RequestTimeoutOverhead(secWait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	harness.Eventually(t, 15*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), secWait)
+		defer cancel()
+		ts, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			err = ts[topic].Err
+		}
+		if err != nil {
+			return fmt.Errorf("metadata of %s as alice: %w", topic, err)
 		}
 		return nil
 	})

@@ -173,10 +173,11 @@ func TestTableCompactionKill(t *testing.T) {
 		old := c.KillBroker(t)
 		c.WaitBroker(t, old, 30*time.Second)
 	})
-	// The rate applies from the next clean on: the one Postgres's restart
-	// starts is fast.
-	setCleanerRate(t, ctx, cl, "1073741824")
 	midClean("Postgres", func() {
+		// A rate applies from the next clean on: set now, when the clean
+		// to kill runs slowly, it makes the one after Postgres's restart
+		// fast.
+		setCleanerRate(t, ctx, cl, "1073741824")
 		old := c.BrokerPID(t)
 		c.KillPostgres(t)
 		harness.WaitPortClosed(t, c.Addr, 10*time.Second)
