@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -48,12 +49,19 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// FreePort returns a TCP port nothing listens on right now: one the
-// system picks, or with $KAFGRES_TEST_PORTS ("lo-hi") one of that range,
-// for machines where each tester has ports of its own.
+// FreePort returns a TCP port nothing listens on right now: with
+// $KAFGRES_TEST_PORTS ("lo-hi") one of that range, for machines where each
+// tester has ports of its own; else one below the system's ephemeral
+// ports. Not one the system picks for a listener (port 0): those are
+// ephemeral ports, which any outgoing connection of the machine may take
+// as its own before the broker binds the port (seen in CI: a broker that
+// could never bind its port).
 func FreePort(t testing.TB) int {
 	t.Helper()
 	if r := os.Getenv("KAFGRES_TEST_PORTS"); r != "" {
+		return rangePort(t, r)
+	}
+	if r := belowEphemeral(); r != "" {
 		return rangePort(t, r)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -75,8 +83,23 @@ func Start(t testing.TB, extraConf ...string) *Cluster {
 
 var (
 	portMu   sync.Mutex
-	portNext int // the next port of $KAFGRES_TEST_PORTS to try; 0: its start
+	portNext int // the next port of the range to try; 0: a random one of it
 )
+
+// belowEphemeral is the range of ports FreePort takes from by default:
+// the 12,000 below the system's ephemeral ports (ip_local_port_range), or
+// "" if that leaves too few.
+func belowEphemeral() string {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	var low, high int
+	if err == nil {
+		_, err = fmt.Sscanf(string(b), "%d %d", &low, &high)
+	}
+	if err != nil || low < 11024 {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", low-12000, low-1)
+}
 
 // rangePort is FreePort within the range r ("lo-hi"), never the same port
 // twice in a process until the range wraps.
@@ -88,6 +111,11 @@ func rangePort(t testing.TB, r string) int {
 	}
 	portMu.Lock()
 	defer portMu.Unlock()
+	if portNext == 0 {
+		// Test processes run side by side (go test runs packages in
+		// parallel), each with a counter of its own: they start apart.
+		portNext = lo + rand.IntN(hi-lo+1)
+	}
 	for range hi - lo + 1 {
 		if portNext < lo || portNext > hi {
 			portNext = lo
@@ -101,7 +129,7 @@ func rangePort(t testing.TB, r string) int {
 		ln.Close()
 		return p
 	}
-	t.Fatalf("no free port in KAFGRES_TEST_PORTS=%s", r)
+	t.Fatalf("no free port in %s", r)
 	return 0
 }
 
