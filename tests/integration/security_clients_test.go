@@ -201,10 +201,10 @@ func runSecMatrix(t *testing.T, a *authCluster, p string, cl secClient) {
 	a.waitBrokerConfigsDenied(t)
 }
 
-// waitGranted waits until the broker has loaded the grants (it learns of
-// them through NOTIFY, within about a second): alice may describe p-acl's
-// configs, the last topic grant, and the broker's, the cluster grant.
-func (a *authCluster) waitGranted(t *testing.T, p string) {
+// eventuallyAsAlice waits until check passes for alice's admin client on
+// the SASL_PLAINTEXT listener: the broker learns of grants and revokes
+// through NOTIFY, within about a second, later on a busy machine.
+func (a *authCluster) eventuallyAsAlice(t *testing.T, check func(context.Context, *kadm.Client) error) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(a.saslPlain), scramUser("alice", "pencil"), kgo.RequestTimeoutOverhead(secWait))
 	if err != nil {
@@ -215,6 +215,16 @@ func (a *authCluster) waitGranted(t *testing.T, p string) {
 	harness.Eventually(t, 15*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), secWait)
 		defer cancel()
+		return check(ctx, adm)
+	})
+}
+
+// waitGranted waits until the broker has loaded the grants: alice may
+// describe p-acl's configs, the last topic grant, and the broker's, the
+// cluster grant.
+func (a *authCluster) waitGranted(t *testing.T, p string) {
+	t.Helper()
+	a.eventuallyAsAlice(t, func(ctx context.Context, adm *kadm.Client) error {
 		rc, err := adm.DescribeTopicConfigs(ctx, p+"-acl")
 		if err == nil {
 			_, err = rc.On(p+"-acl", nil)
@@ -234,19 +244,10 @@ func (a *authCluster) waitGranted(t *testing.T, p string) {
 }
 
 // waitTopicGranted waits until the broker lets alice see topic (READ and
-// WRITE imply DESCRIBE): the grants reach it asynchronously, later on a
-// busy machine.
+// WRITE imply DESCRIBE).
 func (a *authCluster) waitTopicGranted(t *testing.T, topic string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.saslPlain), scramUser("alice", "pencil"), kgo.RequestTimeoutOverhead(secWait))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	harness.Eventually(t, 15*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), secWait)
-		defer cancel()
+	a.eventuallyAsAlice(t, func(ctx context.Context, adm *kadm.Client) error {
 		ts, err := adm.ListTopics(ctx, topic)
 		if err == nil {
 			err = ts[topic].Err
@@ -262,15 +263,7 @@ func (a *authCluster) waitTopicGranted(t *testing.T, topic string) {
 // broker's configs.
 func (a *authCluster) waitBrokerConfigsDenied(t *testing.T) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.saslPlain), scramUser("alice", "pencil"), kgo.RequestTimeoutOverhead(secWait))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	harness.Eventually(t, 15*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), secWait)
-		defer cancel()
+	a.eventuallyAsAlice(t, func(ctx context.Context, adm *kadm.Client) error {
 		bc, err := adm.DescribeBrokerConfigs(ctx, 1)
 		if err == nil {
 			_, err = bc.On("1", nil)
