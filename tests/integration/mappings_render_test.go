@@ -2,6 +2,10 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -144,5 +148,82 @@ func TestMappingRenderReleasesAdvisoryLocks(t *testing.T) {
 	}
 	if !free {
 		t.Fatal("the render session still holds the advisory lock its mapping took")
+	}
+}
+
+// TestDirectRenderAgrees: the mappings the broker renders itself
+// (mappings/direct.go) make byte for byte the records their render
+// functions make. Each mapping has a twin with a filter, which is always
+// rendered by its function, and both read the same inserts, updates and
+// deletes of values chosen to hit every rule: escapes and control
+// characters, non-ASCII text, numeric NaN and infinities, scales, NULLs,
+// jsonb in jsonb, duplicate keys, key-only old images.
+func TestDirectRenderAgrees(t *testing.T) {
+	c := harness.Start(t)
+	conn := c.Conn(t)
+	mustExec(t, conn,
+		`CREATE TABLE direct (id int8 PRIMARY KEY, i2 int2, i4 int4, n numeric, n2 numeric(10,2), t text,
+		                      v varchar(20), u uuid, b bool, j jsonb)`)
+	forms := []struct{ value, key string }{
+		{"", ""},
+		{`jsonb_build_object('id', new.id, 'i2', new.i2, 'i4', new.i4, 'n', new.n, 'n2', new.n2, 't', new.t,
+		    'v', new.v, 'u', new.u, 'b', new.b, 'j', new.j, 'op', op, 'c', 'const "q"', 'k', 5, 'z', NULL,
+		    'idt', new.id::text, 'bt', new.b::text, 'jt', new.j::text, 'old', to_jsonb(old), 'id', new.i4)`, `new.id::text`},
+		{`pg_catalog.json_build_object('b', new.b, 'n', new.n, 't', new.t, 'j', new.j, 'b', op,
+		    'new', to_jsonb(new), 'old', row_to_json(old), 'x', jsonb_build_object('y', new.u))`, `new.b`},
+		{`row_to_json(new)`, `new.u`},
+		{`new.t`, `new.n::text`},
+		{`to_json(old)`, `old.id`},
+		{`new.j`, `new.i2`},
+	}
+	for i, f := range forms {
+		args := ""
+		if f.value != "" {
+			args += ", value_expr => $$" + f.value + "$$"
+		}
+		if f.key != "" {
+			args += ", key_expr => $$" + f.key + "$$"
+		}
+		for _, twin := range []struct{ suffix, args string }{{"d", ""}, {"f", ", filter_expr => 'true'"}} {
+			name := fmt.Sprintf("direct%d%s", i, twin.suffix)
+			mustExec(t, conn, `SELECT kafgres_create_topic('`+name+`', 1)`,
+				`SELECT kafgres_add_mapping('`+name+`', 'direct', '`+name+`'`+args+twin.args+`)`)
+		}
+	}
+	mustExec(t, conn,
+		`INSERT INTO direct VALUES
+		 (1, 1, -2, 1.50, 3.1, 'plain', 'v', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', true, '{"a": 1}'),
+		 (2, -32768, 2147483647, 'NaN', -0.01, E'quote " back \\ ctl \x01\x1f tab\t nl\n cr\r ff\f bs\b del\x7f', 'a,b',
+		  '00000000-0000-0000-0000-000000000000', false, '"str"'),
+		 (3, 0, 0, 'Infinity', 0, '', '', NULL, NULL, 'null'),
+		 (4, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+		 (5, 32767, -2147483648, '-Infinity', 99999999.99, 'ü 日本 😀 \u2028', '(x)', NULL, true,
+		  '{"x": "y\"z", "arr": [1.0, 2e3, true, null, -0.5], "": {}, "long key": []}'),
+		 (9223372036854775807, 7, 7, 123456789012345678901234567890.123456789000, 1e6, '\', '"', NULL, false,
+		  '[1, "two", {"3": 4}]')`,
+		`UPDATE direct SET t = t || ' (updated)', n = n * 2 WHERE id IN (1, 2, 5)`,
+		`UPDATE direct SET id = 6 WHERE id = 4`,
+		`DELETE FROM direct WHERE id IN (3, 6)`)
+	waitDelivered(t, conn)
+	const n = 6 + 3 + 1 + 2
+	for i := range forms {
+		direct := recs(readTopic(t, c.Addr, fmt.Sprintf("direct%dd", i), n))
+		viaFunction := recs(readTopic(t, c.Addr, fmt.Sprintf("direct%df", i), n))
+		if strings.Join(direct, "\n") != strings.Join(viaFunction, "\n") {
+			t.Errorf("form %d rendered directly:\n%s\nby its function:\n%s", i, strings.Join(direct, "\n"), strings.Join(viaFunction, "\n"))
+		}
+	}
+	// and the twins took the two paths
+	log, err := os.ReadFile(filepath.Join(c.Dir, "postgres.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range forms {
+		for suffix, want := range map[string]string{"d": "direct=true", "f": "direct=false"} {
+			name := fmt.Sprintf("direct%d%s", i, suffix)
+			if !regexp.MustCompile(`render function ready.* mapping=` + name + ` .*` + want).Match(log) {
+				t.Errorf("mapping %s: no %q in the broker's log", name, want)
+			}
+		}
 	}
 }
