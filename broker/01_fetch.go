@@ -228,6 +228,16 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, t *topic, denied bool, r
 		case ok && (recs.Len() == 0 || (recs.Len() > limit && !first)):
 			recs.Release() // nothing, or only the response's first batch may exceed the limits
 			return nil, 0, nil
+		case ok && recs.Len() < sendfileMinBytes:
+			// a few records: one copy costs less than the sendfile and the
+			// write of the frame around it
+			data, err = recs.AppendTo(b.fetchBufs.get())
+			size, last = len(data), recs.LastOffset()
+			recs.Release()
+			if err != nil {
+				b.fetchBufs.put(data)
+				return nil, 0, readErr(err)
+			}
 		case ok:
 			data, size, last = files.add(recs), recs.Len(), recs.LastOffset()
 		}
