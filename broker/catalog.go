@@ -131,7 +131,7 @@ func (c *catalog) reload(ctx context.Context) error {
 	for _, t := range dropped {
 		c.b.log.Info("topic dropped", "topic", t.name)
 		for _, p := range t.parts {
-			p.close()
+			p.discard()
 			p.removeDir(c.b.data, c.b.log)
 		}
 	}

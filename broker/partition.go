@@ -213,7 +213,16 @@ func (p *partition) highWatermark() int64 { return p.hw.Load() }
 
 // close closes the log and, as Kafka does on a clean shutdown, snapshots
 // the producer state at the log end, so that the next open replays nothing.
-func (p *partition) close() error {
+func (p *partition) close() error { return p.closeLog(true) }
+
+// discard closes the log of a dropped partition. It writes no producer
+// snapshot: nothing will open the log again, and a table topic's snapshot
+// row would refer to a partition row that is already deleted (a foreign
+// key error in the Postgres log and a warning in the broker's, for every
+// partition of every table topic dropped).
+func (p *partition) discard() error { return p.closeLog(false) }
+
+func (p *partition) closeLog(snapshot bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -223,7 +232,9 @@ func (p *partition) close() error {
 	if err := p.log.Close(); err != nil {
 		return err
 	}
-	p.writeSnapshot(p.log.LogEndOffset())
+	if snapshot {
+		p.writeSnapshot(p.log.LogEndOffset())
+	}
 	return nil
 }
 

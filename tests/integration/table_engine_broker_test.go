@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +121,17 @@ func TestTableEngineBroker(t *testing.T) {
 	}
 	if tables != 0 {
 		t.Fatalf("%d tables of the dropped topic left", tables)
+	}
+	// The dropped partitions' logs were closed without a producer
+	// snapshot, whose row would refer to a deleted partition row.
+	logText, err := os.ReadFile(filepath.Join(c.Dir, "postgres.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"log_producer_snapshot_topic_id_partition_fkey", `msg="write producer snapshot" topic=tsql`} {
+		if strings.Contains(string(logText), bad) {
+			t.Fatalf("dropping a table topic logged %q\n%s", bad, c.LogTail())
+		}
 	}
 	if n := rows(kafkaID); n == 0 {
 		t.Fatal("the other topic lost its rows")
