@@ -18,7 +18,12 @@ package broker
 //   - v5 (transaction version 2, KIP-890 part 2): the epoch is bumped by
 //     every end, and the answer carries the producer id and epoch to use
 //     next (a new producer id once the epoch is exhausted); an abort with
-//     nothing ongoing is allowed and bumps the epoch
+//     nothing ongoing is allowed and bumps the epoch. An end at the epoch
+//     the previous end handed out, while that one's markers are written
+//     (a Java client 4.4 ending a transaction before its first record),
+//     waits up to a second for them and is then answered as above, as
+//     Kafka, whose markers are quicker, nearly always answers it — not
+//     PRODUCER_FENCED
 //   - WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 //
 // Version notes:

@@ -485,6 +485,17 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if clientVersion >= 2 {
+		// An EndTxn at the epoch the previous end handed out, while that
+		// transaction's markers are still being written: the Java client
+		// 4.4 now and then ends a transaction before sending any of its
+		// records. Answered as once the previous one is complete
+		// (INVALID_TXN_STATE for a commit, an empty abort), which is what
+		// Kafka, whose markers take no fsync, answers nearly always;
+		// during the markers Kafka's checks say PRODUCER_FENCED, which
+		// tells the application another producer took over.
+		c.awaitCompletion(ctx, e, producerID, epoch)
+	}
 	t := e.t
 	// The request's version picks the checks, not the transaction's
 	// (Kafka's handleEndTransaction: endTransaction or

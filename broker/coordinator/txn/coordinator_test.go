@@ -488,6 +488,53 @@ func TestNextTransactionWaitsForCompletion(t *testing.T) {
 	wantErr(t, "stale producer", f.c.AddPartitions(ctx, "t", pid, ne, []Partition{tp0}, 2), kerr.ProducerFenced)
 }
 
+// An EndTxn of the producer's next transaction that comes before any of
+// its records (the Java client 4.4 does that now and then) while the
+// previous transaction's markers are written waits for them, and is then
+// answered as Kafka answers it once complete: INVALID_TXN_STATE for a
+// commit, an empty abort for an abort — not PRODUCER_FENCED.
+func TestEmptyEndTxnDuringMarkersWaitsForCompletion(t *testing.T) {
+	f := newFixture(t, 2, nil)
+	ctx := context.Background()
+	pid, e := f.init(t, "t")
+	for _, commit := range []bool{true, false} {
+		wantErr(t, "add", f.c.AddPartitions(ctx, "t", pid, e, []Partition{tp0}, 2), nil)
+		hold := f.holdMarkers()
+		_, ne, err := f.c.EndTxn(ctx, "t", pid, e, true, 2)
+		wantErr(t, "commit", err, nil)
+		type answer struct {
+			epoch int16
+			err   *kerr.Error
+		}
+		ended := make(chan answer, 1)
+		go func() {
+			_, ae, err := f.c.EndTxn(ctx, "t", pid, ne, commit, 2)
+			ended <- answer{ae, err}
+		}()
+		select {
+		case a := <-ended:
+			t.Fatalf("commit=%v: the empty end answered %v while the markers were held", commit, a.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(hold)
+		var a answer
+		select {
+		case a = <-ended:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("commit=%v: the empty end did not go on once the markers were written", commit)
+		}
+		if commit {
+			wantErr(t, "empty commit", a.err, kerr.InvalidTxnState)
+			e = ne
+			continue
+		}
+		wantErr(t, "empty abort", a.err, nil)
+		if a.epoch != ne+1 {
+			t.Fatalf("empty abort answered epoch %d, want %d", a.epoch, ne+1)
+		}
+	}
+}
+
 func TestExpiredTransactionalIDIsForgotten(t *testing.T) {
 	f := newFixture(t, 1, nil)
 	ctx := context.Background()
