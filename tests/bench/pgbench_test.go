@@ -174,8 +174,8 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 }
 
 // countRecords reads topic from the start, read_committed, and counts its
-// records until it has want and then a second passes with none more (or
-// 60 s in all). Offsets would not do: a group of SQL-produced records that
+// records until it has want and for one second more, to see any beyond
+// want (or 60 s in all). Offsets would not do: a group of SQL-produced records that
 // spans partitions is a Kafka transaction, whose COMMIT markers take
 // offsets too.
 func countRecords(ctx context.Context, addr, topic string, want int64) (int64, error) {
@@ -189,14 +189,14 @@ func countRecords(ctx context.Context, addr, topic string, want int64) (int64, e
 	defer cancel()
 	var n int64
 	for {
-		pctx, pcancel := ctx, context.CancelFunc(func() {})
 		if n >= want {
-			pctx, pcancel = context.WithTimeout(ctx, time.Second)
+			// a second more, for records beyond want
+			var more context.CancelFunc
+			ctx, more = context.WithTimeout(ctx, time.Second)
+			defer more()
 		}
-		fs := cl.PollFetches(pctx)
-		done := pctx.Err() != nil
-		pcancel()
-		if done {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
 			return n, nil
 		}
 		if err := fs.Err0(); err != nil {

@@ -404,9 +404,27 @@ func produceFranz(ctx context.Context, addr, topic string, w workload, n int, pa
 		}
 	}
 	records := len(lat)
-	lat = lat[newPacer(w).warmUp(len(lat)):]
+	lat = lat[w.warmUp(len(lat)):]
 	slices.Sort(lat)
 	return runResult{records: records, elapsed: elapsed, p50: percentile(lat, 0.50), p99: percentile(lat, 0.99)}, nil
+}
+
+// interval is the time between a producer's records at w's offered load;
+// 0 is flat out.
+func (w workload) interval() time.Duration {
+	if w.mbps == 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) * float64(w.size) / (w.mbps * 1e6))
+}
+
+// warmUp is how many of a paced run's n records are left out of its
+// latencies: pacedWarmUp's worth, at most half.
+func (w workload) warmUp(n int) int {
+	if w.mbps == 0 {
+		return 0
+	}
+	return min(int(pacedWarmUp/w.interval()), n/2)
 }
 
 // pacer spaces a producer's records at a workload's offered load.
@@ -415,22 +433,7 @@ type pacer struct {
 	interval time.Duration // between records; 0 is flat out
 }
 
-func newPacer(w workload) pacer {
-	p := pacer{start: time.Now()}
-	if w.mbps > 0 {
-		p.interval = time.Duration(float64(time.Second) * float64(w.size) / (w.mbps * 1e6))
-	}
-	return p
-}
-
-// warmUp is how many of a paced run's n records are left out of its
-// latencies: pacedWarmUp's worth, at most half.
-func (p pacer) warmUp(n int) int {
-	if p.interval == 0 {
-		return 0
-	}
-	return min(int(pacedWarmUp/p.interval), n/2)
-}
+func newPacer(w workload) pacer { return pacer{start: time.Now(), interval: w.interval()} }
 
 // wait returns when record i is due, and the time it was due: a record's
 // latency counts from then, so that a client or broker that falls behind
@@ -493,10 +496,10 @@ func produceJava(ctx context.Context, cp, addr, topic string, w workload, n int)
 	throughput := "-1"
 	args := []string{"--topic", topic, "--num-records", strconv.Itoa(n), "--record-size", strconv.Itoa(w.size),
 		"--producer-props", "bootstrap.servers=" + addr}
-	if p := newPacer(w); p.interval > 0 {
+	if w.mbps > 0 {
 		// The summary of the records after the warm-up is printed last.
-		throughput = strconv.Itoa(int(time.Second / p.interval))
-		args = append(args, "--warmup-records", strconv.Itoa(p.warmUp(n)))
+		throughput = strconv.Itoa(int(w.mbps * 1e6 / float64(w.size)))
+		args = append(args, "--warmup-records", strconv.Itoa(w.warmUp(n)))
 	}
 	args = append(args, "--throughput", throughput)
 	out, err := java(ctx, cp, append([]string{"org.apache.kafka.tools.ProducerPerformance"}, args...)...).CombinedOutput()
