@@ -71,7 +71,7 @@ func (b *Broker) runCleaner(ctx context.Context, now time.Time, cs kconfig.Clean
 		}
 		for _, p := range tp.parts {
 			l, ok := p.log.(compactableLog)
-			if !ok {
+			if !ok || p.uncleanable.Load() {
 				continue
 			}
 			c, err := l.Cleanable(l.CleanerCheckpoint(), p.lastStableOffset(), now, s.MinCompactionLagMs, s.MaxCompactionLagMs)
@@ -99,8 +99,10 @@ func (b *Broker) runCleaner(ctx context.Context, now time.Time, cs kconfig.Clean
 	return cleaned
 }
 
-// cleanPartition cleans one partition; errors are logged, and the next
-// round tries again (Kafka marks the partition uncleanable instead).
+// cleanPartition cleans one partition. A clean that fails for any reason
+// but the partition closing or the broker stopping marks the partition
+// uncleanable, as Kafka does: a corrupt batch or a failing disk would fail
+// every round again, reading the same segments each time.
 func (b *Broker) cleanPartition(ctx context.Context, c cleanCandidate, now time.Time, cs kconfig.CleanerSettings, t *throttler) bool {
 	maxKeys := int(math.Min(float64(cs.DedupeBufferSize)/offsetMapEntryBytes*cs.IOBufferLoadFactor, math.MaxInt32))
 	st, err := c.log.Clean(segment.CleanOptions{
@@ -120,7 +122,8 @@ func (b *Broker) cleanPartition(ctx context.Context, c cleanCandidate, now time.
 	case errors.Is(err, segment.ErrClosed), errors.Is(err, segment.ErrCleanAborted):
 		return false // dropped meanwhile, or the broker is stopping
 	case err != nil:
-		b.log.Error("clean log", "topic", c.t.name, "partition", c.p.index, "err", err)
+		c.p.uncleanable.Store(true)
+		b.log.Warn("clean log failed: the partition is marked uncleanable until the broker restarts", "topic", c.t.name, "partition", c.p.index, "err", err)
 		return false
 	}
 	b.log.Info("cleaned log", "topic", c.t.name, "partition", c.p.index,

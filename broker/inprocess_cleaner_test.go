@@ -6,8 +6,11 @@ package broker
 // record per key, the latest, at its original offset.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -117,5 +120,71 @@ func TestInProcessCompaction(t *testing.T) {
 				t.Fatalf("produce after cleaning: %v", err)
 			}
 		})
+	}
+}
+
+// A partition whose clean fails is marked uncleanable, as Kafka marks it:
+// the cleaner passes it by from then on, even once the cause is gone,
+// instead of reading the same segments and failing again every round.
+func TestInProcessCleanFailureMarksUncleanable(t *testing.T) {
+	tb := startTestBroker(t, func(cfg *Config) { cfg.SegmentBytes = 1024; cfg.CleanerBackoff = time.Hour })
+	c := tb.dial(t)
+	tb.createTopic(t, c, "bad", 1, map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.addr), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for v := range 20 {
+		var recs []*kgo.Record
+		for k := range 4 {
+			recs = append(recs, &kgo.Record{Topic: "bad", Key: fmt.Appendf(nil, "key-%d", k), Value: fmt.Appendf(nil, "value-%d-%d with some padding", k, v)})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := tb.catalog.partition("bad", 0)
+	if segmentLog(t, p).Segments() < 3 {
+		t.Fatal("want several segments")
+	}
+
+	// The first batch's records (after its 61-byte header) become bytes no
+	// record parses from.
+	name := filepath.Join(p.dir, fmt.Sprintf("%020d.log", 0))
+	good, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(good)
+	for i := 61; i < 61+16; i++ {
+		bad[i] = 0xff
+	}
+	if err := os.WriteFile(name, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := tb.brokerConfigs().CleanerSettings()
+	if n := tb.runCleaner(ctx, time.Now(), cs, newThrottler()); n != 0 {
+		t.Fatalf("cleaned %d partitions from a corrupt segment", n)
+	}
+	if !p.uncleanable.Load() {
+		t.Fatal("a failed clean left the partition cleanable")
+	}
+
+	// Repaired, it would clean; marked, it is not tried.
+	if err := os.WriteFile(name, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := tb.runCleaner(ctx, time.Now(), cs, newThrottler()); n != 0 {
+		t.Fatalf("an uncleanable partition was cleaned (%d)", n)
+	}
+
+	// Unmarked, as after a restart, the repaired partition cleans: the
+	// mark held it back, not the file.
+	p.uncleanable.Store(false)
+	if n := tb.runCleaner(ctx, time.Now(), cs, newThrottler()); n != 1 {
+		t.Fatalf("the repaired partition, no longer marked, cleaned %d partitions, want 1", n)
 	}
 }

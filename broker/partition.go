@@ -52,6 +52,12 @@ type partition struct {
 	// the last epoch.
 	epochs []epochStart
 
+	// uncleanable: a clean of this partition failed, and the cleaner
+	// skips it for as long as this broker runs (Kafka's
+	// markPartitionUncleanable); a dropped and recreated topic has new
+	// partitions and starts cleanable.
+	uncleanable atomic.Bool
+
 	logger  *slog.Logger
 	scanned int  // batch headers read by the open (tests)
 	closed  bool // under mu
