@@ -26,8 +26,12 @@ const (
 	DefaultIndexIntervalBytes = 4096
 
 	// preallocateBytes is how far the active segment's file is extended
-	// with zeros at a time when Fsync is on (at most segment.bytes).
-	preallocateBytes = 1 << 20
+	// with zeros at a time when Fsync is on (at most segment.bytes). Small
+	// chunks spread the extensions over many syncs: with 1 MiB, the one
+	// sync in 64 that carried a new MiB of zeros and the inode took over a
+	// millisecond and set the paced produce p99 (performance.md, "Paced
+	// p99").
+	preallocateBytes = 64 << 10
 
 	// bigSyncBytes is how much a Sync must find written since the one
 	// before for the writes to its next one to go without zeros ahead:
