@@ -510,27 +510,21 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, cl
 	bw := bufio.NewWriterSize(cc.nc, 64<<10)
 	var buf []byte
 	for r := range in {
+		var err error
 		if r.wait != nil {
-			select {
-			case <-r.wait:
-			case <-ctx.Done():
-				cc.releaseResponse(r)
-				return ctx.Err()
-			}
+			err = flushAndWait(ctx, bw, r.wait)
 		}
-		if r.closeAfter {
-			select {
-			case <-time.After(closeDelay):
-			case <-ctx.Done():
-				cc.releaseResponse(r)
-				return ctx.Err()
-			}
+		if err == nil && r.closeAfter {
+			err = flushAndWait(ctx, bw, time.After(closeDelay))
+		}
+		if err != nil {
+			cc.releaseResponse(r)
+			return err
 		}
 		if err := cc.nc.SetWriteDeadline(time.Now().Add(idle)); err != nil {
 			cc.releaseResponse(r)
 			return err
 		}
-		var err error
 		switch ff, files := r.resp.(*fileFetchResponse); {
 		case r.isToken:
 			buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(r.token)))
@@ -554,8 +548,9 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, cl
 		if cap(buf) > maxKeptResponseBuffer {
 			buf = nil // one large response must not pin its buffer for the connection's life
 		}
-		// Flush only when nothing else is ready, so pipelined responses
-		// leave in one write.
+		// Flush only when nothing else is queued, so pipelined responses
+		// leave in one write; one that is queued but not ready flushes
+		// the rest before it waits (above).
 		if len(in) == 0 {
 			if err := bw.Flush(); err != nil {
 				return err
@@ -563,6 +558,26 @@ func (cc *conn) writeResponses(ctx context.Context, in <-chan response, idle, cl
 		}
 	}
 	return bw.Flush()
+}
+
+// flushAndWait waits until ready is closed or sends, writing out first
+// what bw holds when it is not ready yet: the responses before this one must
+// not wait for its fsync (or its delay) as well.
+func flushAndWait[T any](ctx context.Context, bw *bufio.Writer, ready <-chan T) error {
+	select {
+	case <-ready:
+		return nil
+	default:
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // codeOf is err's Kafka code, 0 for nil. (errorCode would see a nil

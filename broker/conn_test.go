@@ -2,12 +2,15 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -196,5 +199,47 @@ func TestAppendResponseHeaders(t *testing.T) {
 	}
 	if len(m)-9 != len(md.AppendTo(nil)) || m[8] != 0 {
 		t.Fatal("flexible response lacks its header tag section")
+	}
+}
+
+// A response whose fsync is done must reach the client while the one
+// queued behind it still waits for its own: a pipelining producer would
+// otherwise wait for two group commits per request.
+func TestReadyResponseNotHeldBehindWaitingOne(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	cc := &conn{nc: server}
+	in := make(chan response, 2)
+	second := make(chan struct{})
+	in <- response{correlation: 1, resp: kmsg.NewPtrProduceResponse()}
+	in <- response{correlation: 2, resp: kmsg.NewPtrProduceResponse(), wait: second}
+	close(in)
+	done := make(chan error, 1)
+	go func() { done <- cc.writeResponses(context.Background(), in, time.Minute, 0) }()
+
+	readCorrelation := func() int32 {
+		t.Helper()
+		if err := client.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		size, err := readFrameSize(client, 1<<20)
+		if err != nil {
+			t.Fatalf("read a response: %v", err)
+		}
+		body := make([]byte, size)
+		if _, err := io.ReadFull(client, body); err != nil {
+			t.Fatal(err)
+		}
+		return int32(binary.BigEndian.Uint32(body))
+	}
+	if c := readCorrelation(); c != 1 {
+		t.Fatalf("first response has correlation %d, want 1", c)
+	}
+	close(second)
+	if c := readCorrelation(); c != 2 {
+		t.Fatalf("second response has correlation %d, want 2", c)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
