@@ -207,6 +207,7 @@ func TestAppendResponseHeaders(t *testing.T) {
 // otherwise wait for two group commits per request.
 func TestReadyResponseNotHeldBehindWaitingOne(t *testing.T) {
 	server, client := net.Pipe()
+	defer server.Close()
 	defer client.Close()
 	cc := &conn{nc: server}
 	in := make(chan response, 2)
@@ -217,19 +218,17 @@ func TestReadyResponseNotHeldBehindWaitingOne(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cc.writeResponses(context.Background(), in, time.Minute, 0) }()
 
+	var buf frameBuffers
 	readCorrelation := func() int32 {
 		t.Helper()
 		if err := client.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		size, err := readFrameSize(client, 1<<20)
+		body, lent, err := readFrame(client, 1<<20, &buf)
 		if err != nil {
 			t.Fatalf("read a response: %v", err)
 		}
-		body := make([]byte, size)
-		if _, err := io.ReadFull(client, body); err != nil {
-			t.Fatal(err)
-		}
+		defer buf.release(body, lent)
 		return int32(binary.BigEndian.Uint32(body))
 	}
 	if c := readCorrelation(); c != 1 {

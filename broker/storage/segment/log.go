@@ -445,7 +445,7 @@ func (l *Log) preallocate(seg *segment, end int64) error {
 		return nil
 	}
 	if l.zeros == nil {
-		l.zeros = make([]byte, 64<<10)
+		l.zeros = make([]byte, preallocateBytes)
 	}
 	for pos := from; pos < target; {
 		n := min(int64(len(l.zeros)), target-pos)
