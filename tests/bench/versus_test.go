@@ -99,8 +99,10 @@ func BenchmarkVersusKafka(b *testing.B) {
 		case len(k) == 0 || len(f) == 0:
 		case w.mbps > 0: // the same throughput on both: latency is the measure
 			b.ReportMetric(medianOf(k, runResult.p99ms)/medianOf(f, runResult.p99ms), w.id+"_p99_ratio")
+			b.ReportMetric(pairedRatio(k, f, runResult.p99ms), w.id+"_p99_paired_ratio")
 		default:
 			b.ReportMetric(medianOf(k, runResult.mbps)/medianOf(f, runResult.mbps), w.id+"_ratio")
+			b.ReportMetric(pairedRatio(k, f, runResult.mbps), w.id+"_paired_ratio")
 		}
 	}
 }
@@ -641,7 +643,7 @@ func versusTables(results map[string][]runResult, brokers []target, disk float64
 	var s strings.Builder
 	fmt.Fprintf(&s, "\nkafgres vs Apache Kafka 4.4: medians of %d rounds, scale %g; fdatasync'd sequential writes %.0f MB/s\n\n", rounds, scale, disk)
 	medianTable(&s, results, brokers, disk)
-	fmt.Fprintf(&s, "\nratios kafgres / kafka (throughput > 1, latency and CPU < 1 favour kafgres)\n\n")
+	fmt.Fprintf(&s, "\nratios kafgres / kafka (throughput > 1, latency and CPU < 1 favour kafgres): of the medians, and \"by round\" the median of each round's ratio\n\n")
 	ratioTable(&s, results, brokers)
 	return s.String()
 }
@@ -671,7 +673,7 @@ func medianTable(out io.Writer, results map[string][]runResult, brokers []target
 func ratioTable(out io.Writer, results map[string][]runResult, brokers []target) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	defer tw.Flush()
-	fmt.Fprintln(tw, "workload\tvs\tMB/s\tp50\tp99\tCPU/GB\t")
+	fmt.Fprintln(tw, "workload\tvs\tMB/s\tby round\tp50\tp99\tby round\tCPU/GB\t")
 	for _, w := range versusWorkloads {
 		k := results[resultKey(w, brokers[0])]
 		for _, t := range brokers[1:] {
@@ -682,13 +684,31 @@ func ratioTable(out io.Writer, results map[string][]runResult, brokers []target)
 			ratio := func(m func(runResult) float64) string {
 				return fmt.Sprintf("%.2f", medianOf(k, m)/medianOf(f, m))
 			}
-			lat := "-\t-\t"
-			if !w.consume {
-				lat = ratio(runResult.p50ms) + "\t" + ratio(runResult.p99ms) + "\t"
+			paired := func(m func(runResult) float64) string {
+				return fmt.Sprintf("%.2f", pairedRatio(k, f, m))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t\n", w.name, t.name, ratio(runResult.mbps), lat, ratio(runResult.cpuPerGB))
+			lat := "-\t-\t-\t"
+			if !w.consume {
+				lat = ratio(runResult.p50ms) + "\t" + ratio(runResult.p99ms) + "\t" + paired(runResult.p99ms) + "\t"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\t\n", w.name, t.name, ratio(runResult.mbps), paired(runResult.mbps), lat, ratio(runResult.cpuPerGB))
 		}
 	}
+}
+
+// pairedRatio is the median over rounds of each round's ratio k/f. The two
+// brokers of a round ran minutes apart, while this VM's speed can change
+// twofold between rounds (docs/performance.md, "Full size on a slow
+// day"): a ratio of medians can pair one broker's fast round with the
+// other's slow one, a round's ratio cannot. k and f hold the same rounds
+// in order (round appends to both or fails).
+func pairedRatio(k, f []runResult, m func(runResult) float64) float64 {
+	n := min(len(k), len(f))
+	xs := make([]float64, n)
+	for i := range n {
+		xs[i] = m(k[i]) / m(f[i])
+	}
+	return median(xs)
 }
 
 func medianOf(rs []runResult, m func(runResult) float64) float64 {
@@ -710,4 +730,29 @@ func envFloat(b *testing.B, name string, def float64) float64 {
 		b.Fatalf("$%s = %q: want a positive number", name, v)
 	}
 	return f
+}
+
+// The ratio by round pairs each round's runs: a broker twice as fast in
+// every round is 2× whatever the rounds' speeds, where the ratio of the
+// medians is not.
+func TestPairedRatio(t *testing.T) {
+	run := func(mbps float64) runResult {
+		return runResult{bytes: int64(mbps * 1e6), elapsed: time.Second}
+	}
+	k := []runResult{run(200), run(600), run(400)}
+	f := []runResult{run(100), run(300), run(500)}
+	if got := pairedRatio(k, f, runResult.mbps); got != 2 {
+		t.Errorf("paired ratio %v, want 2 (rounds 2, 2, 0.8)", got)
+	}
+	if got := medianOf(k, runResult.mbps) / medianOf(f, runResult.mbps); got != 400.0/300 {
+		t.Errorf("ratio of medians %v, want 400/300", got)
+	}
+	var s strings.Builder
+	ratioTable(&s, map[string][]runResult{
+		resultKey(versusWorkloads[0], target{name: "kafgres"}): k,
+		resultKey(versusWorkloads[0], target{name: "kafka"}):   f,
+	}, []target{{name: "kafgres"}, {name: "kafka"}})
+	if !regexp.MustCompile(`kafka +1\.33 +2\.00 `).MatchString(s.String()) {
+		t.Errorf("ratio table without both ratios side by side:\n%s", s.String())
+	}
 }
