@@ -63,6 +63,10 @@ type Config struct {
 	// instead of sending segment records with sendfile(2)
 	// (fetch_sendfile.go; kafgres.fetch_sendfile = off).
 	FetchCopy bool
+	// LogCachedTail is kafgres.log_cached_tail in bytes: how much of each
+	// partition's newest durable log stays in the page cache
+	// (storage/segment/pagecache.go); negative: all of it, as in Kafka.
+	LogCachedTail int64
 
 	// SegmentArchiveCommand is kafgres.segment_archive_command: run through
 	// /bin/sh for every file of every sealed segment, as Postgres runs

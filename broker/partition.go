@@ -107,6 +107,8 @@ func (c *catalog) openSegmentLog(t *topic, dir string, logger *slog.Logger) (*se
 		TopicID:      hex.EncodeToString(t.uuid[:]),
 		SegmentBytes: b.cfg.SegmentBytes,
 		Fsync:        b.cfg.Fsync,
+		DropBehind:   b.cfg.LogCachedTail >= 0,
+		CachedTail:   b.cfg.LogCachedTail,
 		Logger:       logger,
 		Decompress:   b.decompressStored,
 		Archive:      b.cfg.SegmentArchiveCommand != "",

@@ -48,6 +48,7 @@ int			kafgres_transaction_abort_timed_out_interval = 10000;
 int			kafgres_transaction_remove_expired_interval = 3600000;
 bool		kafgres_fsync = true;
 bool		kafgres_fetch_sendfile = true;
+int			kafgres_log_cached_tail = -1;
 int			kafgres_max_message_bytes = 1048588;
 int			kafgres_log_retention_check_interval = 300000;
 int			kafgres_log_cleaner_backoff = 15000;
@@ -365,6 +366,22 @@ _PG_init(void)
 							 true,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * Postgres drops its own WAL from the page cache when it is done with
+	 * it; set, the broker does the same with the log beyond its newest
+	 * bytes.  The default leaves the page cache to the kernel, as Kafka
+	 * does, so that consumers catching up read from memory.
+	 */
+	DefineCustomIntVariable("kafgres.log_cached_tail",
+							"How much of each partition's newest durable log the broker leaves in the operating system's page cache.",
+							"Older log pages are dropped once fsynced, and fetches further back read "
+							"ahead from disk. -1 leaves the page cache to the kernel, as Kafka does. "
+							"Only with kafgres.fsync on.",
+							&kafgres_log_cached_tail,
+							-1, -1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kafgres.max_incremental_fetch_session_cache_slots",
 							"How many incremental fetch sessions the broker keeps.",

@@ -30,6 +30,7 @@ extern int	kafgres_transaction_abort_timed_out_interval;
 extern int	kafgres_transaction_remove_expired_interval;
 extern bool kafgres_fsync;
 extern bool kafgres_fetch_sendfile;
+extern int	kafgres_log_cached_tail;
 extern int	kafgres_max_message_bytes;
 extern int	kafgres_log_retention_check_interval;
 extern int	kafgres_log_cleaner_backoff;

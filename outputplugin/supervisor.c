@@ -390,6 +390,9 @@ build_broker_command(void)
 								  kafgres_mapping_render_timeout));
 	args = lappend(args, psprintf("--fsync=%s", kafgres_fsync ? "true" : "false"));
 	args = lappend(args, psprintf("--fetch-sendfile=%s", kafgres_fetch_sendfile ? "true" : "false"));
+	args = lappend(args, psprintf("--log-cached-tail=" INT64_FORMAT,
+								  kafgres_log_cached_tail < 0 ? (int64) -1 :
+								  (int64) kafgres_log_cached_tail * 1024));
 	args = lappend(args, psprintf("--authorizer=%s",
 								  kafgres_authorizer == KAFGRES_AUTHORIZER_ON ? "on" :
 								  kafgres_authorizer == KAFGRES_AUTHORIZER_OFF ? "off" : "auto"));

@@ -67,6 +67,7 @@ func run() error {
 	flag.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", true, "create unknown topics on Metadata requests")
 	flag.IntVar(&partitions, "default-partitions", 1, "partitions of auto-created topics")
 	flag.BoolVar(&cfg.Fsync, "fsync", true, "fsync the log before acknowledging produces")
+	flag.Int64Var(&cfg.LogCachedTail, "log-cached-tail", -1, "bytes of each partition's newest durable log left in the page cache; older pages are dropped once fsynced and fetches behind them read ahead (kafgres.log_cached_tail); -1: the kernel decides, as for Kafka")
 	flag.Func("fetch-sendfile", "send fetched segment records to plaintext connections with sendfile(2) (default true); false: through memory", func(v string) error {
 		on, err := strconv.ParseBool(v)
 		cfg.FetchCopy = !on

@@ -43,14 +43,20 @@ const (
 
 // Options configures a Log.
 type Options struct {
-	Dir                string       // partition directory; created if missing
-	TopicID            string       // written to partition.metadata; checked if present
-	SegmentBytes       int64        // roll when the active segment would exceed this; default 1 GiB
-	SegmentMs          int64        // roll when the active segment's first batch is older than this; 0 = 7 days
-	IndexIntervalBytes int          // bytes of log between index entries; default 4096
-	Fsync              bool         // if false, Sync only advances the durable offset without fsync
-	Logger             *slog.Logger // may be nil
-	FS                 vfs.FS       // the file system; nil: the operating system's (vfs.OS)
+	Dir                string // partition directory; created if missing
+	TopicID            string // written to partition.metadata; checked if present
+	SegmentBytes       int64  // roll when the active segment would exceed this; default 1 GiB
+	SegmentMs          int64  // roll when the active segment's first batch is older than this; 0 = 7 days
+	IndexIntervalBytes int    // bytes of log between index entries; default 4096
+	Fsync              bool   // if false, Sync only advances the durable offset without fsync
+	// DropBehind lets the kernel drop the log's pages once durable but for
+	// the newest CachedTail bytes, and read ahead of readers behind them
+	// (pagecache.go). Off: the page cache keeps them as it likes, as
+	// Kafka's does. Only with Fsync.
+	DropBehind bool
+	CachedTail int64
+	Logger     *slog.Logger // may be nil
+	FS         vfs.FS       // the file system; nil: the operating system's (vfs.OS)
 
 	// Archive: the segments are archived (kafgres.segment_archive_command):
 	// none is deleted or cleaned before MarkArchived passes it (archive.go).
@@ -147,6 +153,10 @@ type segment struct {
 	// st changes only while the segment is active, under Log.mu; readers
 	// work on copies taken under the lock.
 	st segState
+
+	// dropped is how much of the file the page cache was told to drop
+	// (pagecache.go); under Log.syncMu.
+	dropped int64
 }
 
 type segState struct {
@@ -543,6 +553,7 @@ func (l *Log) Sync() (int64, error) {
 		return 0, fmt.Errorf("sync %s: log failed earlier: %w", l.opts.Dir, err)
 	}
 	target, durable, seg := l.end, l.durable, l.active()
+	size := seg.st.size
 	l.bigSyncs.Store(l.unsynced.Swap(0) >= bigSyncBytes)
 	dirGen, dirSynced := l.dirGen, l.dirSynced
 	txnGen, txnSynced := l.txnGen, l.txnSynced
@@ -568,6 +579,8 @@ func (l *Log) Sync() (int64, error) {
 		if target > durable {
 			if serr := l.syncLog(seg.log); serr != nil {
 				err = fmt.Errorf("fdatasync %s: %w", seg.log.Name(), serr)
+			} else {
+				l.dropDurable(seg, size)
 			}
 		}
 		// Transaction index entries go with their markers. One written to

@@ -151,6 +151,7 @@ func (l *Log) readSpans(offset int64, maxBytes int, limit int64) ([]segView, spa
 		}
 		if run.n > 0 {
 			sp.runs = append(sp.runs, run)
+			l.hintRead(v, run, i == len(views)-1)
 		}
 	}
 	return views, sp, nil
