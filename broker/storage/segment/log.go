@@ -43,20 +43,21 @@ const (
 
 // Options configures a Log.
 type Options struct {
-	Dir                string // partition directory; created if missing
-	TopicID            string // written to partition.metadata; checked if present
-	SegmentBytes       int64  // roll when the active segment would exceed this; default 1 GiB
-	SegmentMs          int64  // roll when the active segment's first batch is older than this; 0 = 7 days
-	IndexIntervalBytes int    // bytes of log between index entries; default 4096
-	Fsync              bool   // if false, Sync only advances the durable offset without fsync
+	Dir                string       // partition directory; created if missing
+	TopicID            string       // written to partition.metadata; checked if present
+	SegmentBytes       int64        // roll when the active segment would exceed this; default 1 GiB
+	SegmentMs          int64        // roll when the active segment's first batch is older than this; 0 = 7 days
+	IndexIntervalBytes int          // bytes of log between index entries; default 4096
+	Fsync              bool         // if false, Sync only advances the durable offset without fsync
+	Logger             *slog.Logger // may be nil
+	FS                 vfs.FS       // the file system; nil: the operating system's (vfs.OS)
+
 	// DropBehind lets the kernel drop the log's pages once durable but for
 	// the newest CachedTail bytes, and read ahead of readers behind them
 	// (pagecache.go). Off: the page cache keeps them as it likes, as
 	// Kafka's does. Only with Fsync.
 	DropBehind bool
 	CachedTail int64
-	Logger     *slog.Logger // may be nil
-	FS         vfs.FS       // the file system; nil: the operating system's (vfs.OS)
 
 	// Archive: the segments are archived (kafgres.segment_archive_command):
 	// none is deleted or cleaned before MarkArchived passes it (archive.go).
