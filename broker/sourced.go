@@ -93,9 +93,10 @@ func (b *Broker) AppendSourced(topic string, partition int32, batches []segment.
 }
 
 // The SQL source's Kafka transactions (docs/producing.md, "SQL transactions
-// as Kafka transactions"): the producer makes a group that writes to more
-// than one partition one transaction of the source's own producer id, so
-// read_committed consumers see all of it or none. The id comes from
+// as Kafka transactions"): the producer makes a group that holds an SQL
+// transaction writing to more than one partition one transaction of the
+// source's own producer id, so read_committed consumers see all of it or
+// none. The id comes from
 // kafgres.producer_id_seq once and is kept in the data directory, beside
 // the log whose open transactions it names; its epoch is always 0, as
 // nothing else ever writes with it and the source never aborts.

@@ -12,11 +12,12 @@
 // record where the first attempt did: placement depends only on what the
 // WAL says (placement.go).
 //
-// Atomic for read_committed consumers: a group that writes to more than one
-// partition is one Kafka transaction of the source's own producer id. Its
-// batches are appended as transactional and made durable everywhere first;
-// only then are the COMMIT markers written (CommitSourced), so no crash can
-// leave one partition's records visible and another's missing. A replay
+// Atomic for read_committed consumers: a group holding an SQL transaction
+// that writes to more than one partition is one Kafka transaction of the
+// source's own producer id. Its batches are appended as transactional and
+// made durable everywhere first; only then are the COMMIT markers written
+// (CommitSourced), so no crash can leave one partition's part of an SQL
+// transaction visible and another's missing. A replay
 // skips the batches already there and commits whatever transaction the
 // crash left open, on every partition, before it appends anything else.
 // read_uncommitted consumers see the records as soon as they are durable,
@@ -330,6 +331,7 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 	pl := p.placement.group()
 	parts := map[topicPartition]*pending{}
 	var order []topicPartition // deterministic append order
+	spans := false             // a transaction of the group places records on more than one partition
 	for _, tx := range txns {
 		byPart := map[topicPartition][]record{}
 		n := 0 // records of tx so far
@@ -362,6 +364,7 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 				byPart[tp] = append(byPart[tp], rec)
 			}
 		}
+		spans = spans || len(byPart) > 1
 		ts := tx.CommitTime.UnixMilli()
 		for tp, recs := range byPart {
 			pd := parts[tp]
@@ -393,12 +396,16 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 		}
 	}
 
-	// A group for more than one partition is one Kafka transaction, so
-	// read_committed consumers see all of it or none of it. order counts
-	// the partitions the group places records on, appended before or
-	// not, so every attempt decides the same; and while a transaction is
-	// open every append joins it.
-	if len(order) > 1 {
+	// A group holding an SQL transaction whose records go to more than one
+	// partition is one Kafka transaction, so read_committed consumers see
+	// all of that SQL transaction or none of it. A group whose transactions
+	// each stay on one partition needs none: one partition's append is
+	// all-or-nothing already, and Kafka orders nothing across partitions,
+	// so its batches are plain, with no COMMIT markers to write, fsync and
+	// give offsets to. spans counts the partitions each transaction places
+	// records on, appended before or not, so every attempt decides the same
+	// for it; and while a transaction is open every append joins it.
+	if spans {
 		p.txnOpen = true
 	}
 	atomic := p.txnOpen

@@ -135,9 +135,11 @@ func txnTo(end uint64, parts []int32, values ...string) *decoder.Transaction {
 	return tx
 }
 
-// TestGroupAcrossPartitionsIsOneTransaction: a group whose records go to
-// several partitions is appended transactionally and committed once the
-// appends are durable; a group for one partition needs no transaction.
+// TestGroupAcrossPartitionsIsOneTransaction: a group holding an SQL
+// transaction whose records go to several partitions is appended
+// transactionally, all of it, and committed once the appends are durable; a
+// group whose transactions each stay on one partition needs no transaction,
+// even when they are on different partitions.
 func TestGroupAcrossPartitionsIsOneTransaction(t *testing.T) {
 	log := &fakeLog{partitions: map[string]int32{"t": 3}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}
 	p := newProducer(log, &deadLetters{})
@@ -158,6 +160,24 @@ func TestGroupAcrossPartitionsIsOneTransaction(t *testing.T) {
 	}
 	if got := log.inTxn[key("t", 1)]; !reflect.DeepEqual(got, []bool{true, false}) || len(log.commits) != 1 {
 		t.Fatalf("a one-partition group: transactional %v, commits %v; want a plain append and no commit", got, log.commits)
+	}
+	if _, err := p.appendWithRetry(ctx, []*decoder.Transaction{txnTo(30, []int32{0}, "f"), txnTo(40, []int32{2}, "g")}); err != nil {
+		t.Fatal(err)
+	}
+	if got0, got2 := log.inTxn[key("t", 0)], log.inTxn[key("t", 2)]; !reflect.DeepEqual(got0, []bool{true, false}) ||
+		!reflect.DeepEqual(got2, []bool{true, false}) || len(log.commits) != 1 {
+		t.Fatalf("one-partition transactions on two partitions: transactional %v and %v, commits %v; want plain appends and no commit", got0, got2, log.commits)
+	}
+	if _, err := p.appendWithRetry(ctx, []*decoder.Transaction{txnTo(50, []int32{0}, "h"), txnTo(60, []int32{1, 2}, "i", "j")}); err != nil {
+		t.Fatal(err)
+	}
+	for part := int32(0); part < 3; part++ {
+		if got := log.inTxn[key("t", part)]; !got[len(got)-1] {
+			t.Fatalf("a group holding a transaction across partitions: partition %d appends transactional %v, want the last true", part, got)
+		}
+	}
+	if want := [][]string{{key("t", 0), key("t", 1), key("t", 2)}}; len(log.commits) != 2 || !reflect.DeepEqual(log.commits[1:], want) {
+		t.Fatalf("commits %v, want a second of %v", log.commits, want)
 	}
 }
 

@@ -175,9 +175,9 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 
 // countRecords reads topic from the start, read_committed, and counts its
 // records until it has want and for one second more, to see any beyond
-// want (or 60 s in all). Offsets would not do: a group of SQL-produced records that
-// spans partitions is a Kafka transaction, whose COMMIT markers take
-// offsets too.
+// want (or 60 s in all). Offsets would not do: a group of SQL-produced records
+// that holds an SQL transaction spanning partitions is a Kafka transaction,
+// whose COMMIT markers take offsets too.
 func countRecords(ctx context.Context, addr, topic string, want int64) (int64, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))

@@ -102,9 +102,10 @@ func TestPipelinePlacementThroughCrashes(t *testing.T) {
 		waitDelivered(t, conn)
 	}
 
-	// read_committed too: every group spanning partitions was a Kafka
-	// transaction, and the ones a crash left open were committed by the
-	// replay, so nothing is held back behind the last stable offset.
+	// read_committed too: every group holding a transaction that spans
+	// partitions was a Kafka transaction, and the ones a crash left open
+	// were committed by the replay, so nothing is held back behind the last
+	// stable offset.
 	for isolation, level := range map[string]kgo.IsolationLevel{"read_uncommitted": kgo.ReadUncommitted(), "read_committed": kgo.ReadCommitted()} {
 		got := map[string]int{}
 		for _, r := range readTopicAs(t, c.Addr, "placed", len(want), level) {
