@@ -36,7 +36,11 @@ import (
 // each record from Produce to its ack; Java: ProducerPerformance's own
 // percentiles, from send to callback), and the broker's CPU seconds per GB
 // of payload, from its /proc/<pid>/stat around the run (kafgres: the
-// kafgres-broker process, not Postgres; Kafka: its JVM). Each round also
+// kafgres-broker process, not Postgres; Kafka: its JVM), the client's CPU
+// seconds per GB (this process and the tools it runs, JVM start included),
+// and the rate the two together would allow on two busy cores ("CPU-bound
+// MB/s"): on this machine client and broker share the cores, so a run
+// near that rate is decided by CPU per byte. Each round also
 // measures the disk's fdatasync'd sequential write bandwidth in the
 // kafgres data directory's file system (Kafka's is the same temp file
 // system) and the produce rows give their throughput as a fraction of it.
@@ -207,6 +211,8 @@ type runResult struct {
 	elapsed  time.Duration
 	p50, p99 time.Duration // produce only
 	cpu      float64       // broker CPU seconds during the run
+	client   float64       // the client's CPU seconds (this process and the tools it ran)
+	fetches  fetchTimes    // consume franz-go only
 }
 
 func (r runResult) mbps() float64 { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
@@ -214,13 +220,33 @@ func (r runResult) rps() float64  { return float64(r.records) / r.elapsed.Second
 func (r runResult) cpuPerGB() float64 {
 	return r.cpu / (float64(r.bytes) / 1e9)
 }
+func (r runResult) clientPerGB() float64 {
+	return r.client / (float64(r.bytes) / 1e9)
+}
+
+// cpuBound is the MB/s a run would reach if the two cores it shares with
+// nothing else were busy all the time with its broker and its client:
+// where the measured rate is close to it, the run is CPU-bound and a
+// broker can only win by leaving more of the cores to the client.
+func (r runResult) cpuBound() float64 {
+	return 2 * 1e3 / (r.cpuPerGB() + r.clientPerGB())
+}
+func (r runResult) fetchMB() float64 { return float64(r.fetches.bytes) / 1e6 / float64(r.fetches.n) }
+func (r runResult) fetchMs() float64 {
+	return float64(r.fetches.e2e) / 1e6 / float64(r.fetches.n)
+}
+func (r runResult) fetchShare() float64 { return 100 * float64(r.fetches.e2e) / float64(r.elapsed) }
+
 func (r runResult) p50ms() float64 { return float64(r.p50) / 1e6 }
 func (r runResult) p99ms() float64 { return float64(r.p99) / 1e6 }
 
 func (r runResult) String() string {
-	s := fmt.Sprintf("%8.1f MB/s %9.0f rec/s %6.1f CPU s/GB", r.mbps(), r.rps(), r.cpuPerGB())
+	s := fmt.Sprintf("%8.1f MB/s %9.0f rec/s %6.1f CPU s/GB %6.1f client s/GB", r.mbps(), r.rps(), r.cpuPerGB(), r.clientPerGB())
 	if r.p99 > 0 {
 		s += fmt.Sprintf("  p50 %.1f ms p99 %.1f ms", r.p50ms(), r.p99ms())
+	}
+	if r.fetches.n > 0 {
+		s += fmt.Sprintf("  %d fetches of %.2f MB, round trip %.2f ms, %.0f %% of the run", r.fetches.n, r.fetchMB(), r.fetchMs(), r.fetchShare())
 	}
 	return s
 }
@@ -276,6 +302,7 @@ func (e *versusEnv) run(w workload, t target, round int, bytes int64) (runResult
 	if err != nil {
 		return runResult{}, err
 	}
+	client0 := clientSeconds()
 	var r runResult
 	switch {
 	case !w.consume && w.tool == "franz-go":
@@ -293,6 +320,7 @@ func (e *versusEnv) run(w workload, t target, round int, bytes int64) (runResult
 		return runResult{}, err
 	}
 	r.bytes = int64(r.records) * int64(w.size)
+	r.client = clientSeconds() - client0
 	cpu1, err := cpuSeconds(t.pid)
 	r.cpu = cpu1 - cpu0
 	return r, err
@@ -523,7 +551,9 @@ func produceJava(ctx context.Context, cp, addr, topic string, w workload, n int)
 // consumeFranz reads n records from the start of topic with one client.
 func consumeFranz(ctx context.Context, addr, topic string, n int) (runResult, error) {
 	start := time.Now()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var hook fetchHook
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.WithHooks(&hook))
 	if err != nil {
 		return runResult{}, err
 	}
@@ -535,7 +565,43 @@ func consumeFranz(ctx context.Context, addr, topic string, n int) (runResult, er
 		}
 		got += fs.NumRecords()
 	}
-	return runResult{records: n, elapsed: time.Since(start)}, nil
+	return runResult{records: n, elapsed: time.Since(start), fetches: hook.times()}, nil
+}
+
+// fetchTimes adds up a consumer's Fetch round trips as franz-go sees them:
+// from writing the request to having read the whole response, so the
+// broker's handling and the transfer. The rest of a run is the client
+// between fetches (decoding, polling): franz-go sends a broker's next
+// fetch once the previous one's records are taken, so the two add up to
+// the run, and their shares say whether a faster broker could make the
+// run faster.
+type fetchTimes struct {
+	n     int
+	bytes int64
+	e2e   time.Duration
+}
+
+// fetchHook collects fetchTimes from the client's connection goroutines.
+type fetchHook struct {
+	mu sync.Mutex
+	t  fetchTimes
+}
+
+func (f *fetchHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key != 1 || e2e.Err() != nil { // 1: Fetch
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.t.n++
+	f.t.bytes += int64(e2e.BytesRead)
+	f.t.e2e += e2e.DurationE2E()
+}
+
+func (f *fetchHook) times() fetchTimes {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.t
 }
 
 // consumeJava runs ConsumerPerformance (a consumer group, from the start)
@@ -611,6 +677,19 @@ func cpuSeconds(pid int) (float64, error) {
 	return (utime + stime) / 100, nil
 }
 
+// clientSeconds is the CPU time of this process (the franz-go clients run
+// in it) and of the children it has waited for (Java's tools and kcat, run
+// to their end), so that a run's difference is its client's: nothing else
+// in this process works while a run goes, and neither broker is a child
+// that ends.
+func clientSeconds() float64 {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	sec := func(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
+	return sec(self.Utime) + sec(self.Stime) + sec(children.Utime) + sec(children.Stime)
+}
+
 // fdatasyncMBps writes size bytes to a new file in dir, 1 MiB at a time
 // with an fdatasync after each, as a log that syncs every append would,
 // and returns the rate.
@@ -645,13 +724,40 @@ func versusTables(results map[string][]runResult, brokers []target, disk float64
 	medianTable(&s, results, brokers, disk)
 	fmt.Fprintf(&s, "\nratios kafgres / kafka (throughput > 1, latency and CPU < 1 favour kafgres): of the medians, and \"by round\" the median of each round's ratio\n\n")
 	ratioTable(&s, results, brokers)
+	fetchTable(&s, results, brokers)
 	return s.String()
+}
+
+// fetchTable splits the franz-go consumer's runs into Fetch round trips
+// (broker and transfer) and the client's time between them.
+func fetchTable(out io.Writer, results map[string][]runResult, brokers []target) {
+	var w workload
+	for _, v := range versusWorkloads {
+		if v.consume && v.tool == "franz-go" {
+			w = v
+		}
+	}
+	fmt.Fprintf(out, "\n%s: its Fetch round trips (write to whole response read) and the client between them, medians\n\n", w.name)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "broker\tfetches\tMB a fetch\tround trip ms\tclient between ms\tround trips' share of the run %\t")
+	for _, t := range brokers {
+		rs := results[resultKey(w, t)]
+		if len(rs) == 0 || rs[0].fetches.n == 0 {
+			continue
+		}
+		between := func(r runResult) float64 {
+			return (float64(r.elapsed-r.fetches.e2e) / 1e6) / float64(r.fetches.n)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t\n", t.name, medianOf(rs, func(r runResult) float64 { return float64(r.fetches.n) }),
+			medianOf(rs, runResult.fetchMB), medianOf(rs, runResult.fetchMs), medianOf(rs, between), medianOf(rs, runResult.fetchShare))
+	}
 }
 
 func medianTable(out io.Writer, results map[string][]runResult, brokers []target, disk float64) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	defer tw.Flush()
-	fmt.Fprintln(tw, "workload\tbroker\tMB/s\trecords/s\tp50 ms\tp99 ms\tCPU s/GB\tof disk\t")
+	fmt.Fprintln(tw, "workload\tbroker\tMB/s\trecords/s\tp50 ms\tp99 ms\tCPU s/GB\tclient s/GB\tCPU-bound MB/s\tof disk\t")
 	for _, w := range versusWorkloads {
 		for _, t := range brokers {
 			rs := results[resultKey(w, t)]
@@ -664,7 +770,8 @@ func medianTable(out io.Writer, results map[string][]runResult, brokers []target
 				lat = fmt.Sprintf("%.1f\t%.1f\t", medianOf(rs, runResult.p50ms), medianOf(rs, runResult.p99ms))
 				ofDisk = fmt.Sprintf("%.2f\t", mbps/disk)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.0f\t%s%.1f\t%s\n", w.name, t.name, mbps, medianOf(rs, runResult.rps), lat, medianOf(rs, runResult.cpuPerGB), ofDisk)
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.0f\t%s%.1f\t%.1f\t%.0f\t%s\n", w.name, t.name, mbps, medianOf(rs, runResult.rps), lat,
+				medianOf(rs, runResult.cpuPerGB), medianOf(rs, runResult.clientPerGB), medianOf(rs, runResult.cpuBound), ofDisk)
 		}
 	}
 }
@@ -673,7 +780,7 @@ func medianTable(out io.Writer, results map[string][]runResult, brokers []target
 func ratioTable(out io.Writer, results map[string][]runResult, brokers []target) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	defer tw.Flush()
-	fmt.Fprintln(tw, "workload\tvs\tMB/s\tby round\tp50\tp99\tby round\tCPU/GB\t")
+	fmt.Fprintln(tw, "workload\tvs\tMB/s\tby round\tp50\tp99\tby round\tCPU/GB\tCPU-bound\t")
 	for _, w := range versusWorkloads {
 		k := results[resultKey(w, brokers[0])]
 		for _, t := range brokers[1:] {
@@ -691,7 +798,7 @@ func ratioTable(out io.Writer, results map[string][]runResult, brokers []target)
 			if !w.consume {
 				lat = ratio(runResult.p50ms) + "\t" + ratio(runResult.p99ms) + "\t" + paired(runResult.p99ms) + "\t"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\t\n", w.name, t.name, ratio(runResult.mbps), paired(runResult.mbps), lat, ratio(runResult.cpuPerGB))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\t%s\t\n", w.name, t.name, ratio(runResult.mbps), paired(runResult.mbps), lat, ratio(runResult.cpuPerGB), paired(runResult.cpuBound))
 		}
 	}
 }
