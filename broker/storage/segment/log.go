@@ -709,9 +709,9 @@ func (l *Log) Close() error {
 	var errs []error
 	seg := l.active()
 	if l.err == nil {
-		// Recovery rebuilds the active indexes anyway; writing them (and
-		// cutting the zeros ahead) keeps the directory complete for tools
-		// that read Kafka's layout.
+		// Writing the active indexes (and cutting the zeros ahead) keeps
+		// the directory complete for tools that read Kafka's layout, and
+		// with Fsync lets the next Open take them as they are (clean_stop.go).
 		if err := seg.cutZeros(); err != nil {
 			errs = append(errs, err)
 		} else if err := seg.writeIndexes(&seg.st); err != nil {
@@ -720,6 +720,8 @@ func (l *Log) Close() error {
 			if err := seg.syncAll(); err != nil {
 				errs = append(errs, err)
 			} else if err := fsys.SyncDir(l.opts.Dir); err != nil {
+				errs = append(errs, err)
+			} else if err := writeCleanStop(fsys, l.opts.Dir, seg); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -129,6 +129,10 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	clean, wasClean, err := takeCleanStop(fsys, dir)
+	if err != nil {
+		return err
+	}
 	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("list directory: %w", err)
@@ -220,14 +224,28 @@ func (l *Log) recover() error {
 			changed = changed || rebuilt
 		}
 		last := kept[len(kept)-1]
-		s, err := l.recoverActive(last, sizes[last])
+		var s *segment
+		trusted := false
+		if wasClean && !changed {
+			// Nothing was changed above, so the files are as the clean stop
+			// left them if they match its record.
+			if s, trusted, err = l.openCleanActive(clean, last, sizes[last]); err != nil {
+				return err
+			}
+		}
+		if !trusted {
+			if wasClean {
+				l.logger.Info("clean stop record does not match the active segment; recovering it", "dir", dir, "base_offset", last)
+			}
+			s, err = l.recoverActive(last, sizes[last])
+			changed = true // the active indexes were rewritten
+		}
 		if s != nil {
 			l.segs = append(l.segs, s)
 		}
 		if err != nil {
 			return err
 		}
-		changed = true // the active indexes were rewritten
 	}
 	reset, err := l.loadStart()
 	if err != nil {
