@@ -215,14 +215,11 @@ type runResult struct {
 	fetches  fetchTimes    // consume franz-go only
 }
 
-func (r runResult) mbps() float64 { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
-func (r runResult) rps() float64  { return float64(r.records) / r.elapsed.Seconds() }
-func (r runResult) cpuPerGB() float64 {
-	return r.cpu / (float64(r.bytes) / 1e9)
-}
-func (r runResult) clientPerGB() float64 {
-	return r.client / (float64(r.bytes) / 1e9)
-}
+func (r runResult) mbps() float64             { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
+func (r runResult) rps() float64              { return float64(r.records) / r.elapsed.Seconds() }
+func (r runResult) perGB(sec float64) float64 { return sec / (float64(r.bytes) / 1e9) }
+func (r runResult) cpuPerGB() float64         { return r.perGB(r.cpu) }
+func (r runResult) clientPerGB() float64      { return r.perGB(r.client) }
 
 // cpuBound is the MB/s a run would reach if the two cores it shares with
 // nothing else were busy all the time with its broker and its client:

@@ -92,18 +92,7 @@ func cleanStopOf(s *segment) cleanStop {
 func writeCleanStop(fsys vfs.FS, dir string, s *segment) error {
 	c := cleanStopOf(s)
 	path := filepath.Join(dir, cleanStopFile)
-	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = f.Write(c.encode())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeFileSynced(fsys, path, c.encode(), true); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -148,16 +137,19 @@ func (l *Log) openCleanActive(c cleanStop, base, size int64) (s *segment, ok boo
 	if c.created != 0 {
 		st.created = time.Unix(0, c.created)
 	}
+	// ok stays false unless every index file matches the record (a
+	// missing transaction index does not).
 	txnExisted, err := openIndexes(fsys, s)
 	if err == nil && txnExisted {
-		if st.idxMem, ok, err = readWhole(s.idx, c.idxN*offsetEntrySize); ok && err == nil {
-			st.tidxMem, ok, err = readWhole(s.tidx, c.tidxN*timeEntrySize)
-		}
-		if ok && err == nil {
-			st.txnN, ok, err = loadTxnIndex(s, c.end)
-		}
+		st.idxMem, ok, err = readWhole(s.idx, c.idxN*offsetEntrySize)
 	}
-	if err != nil || !ok || !txnExisted {
+	if err == nil && ok {
+		st.tidxMem, ok, err = readWhole(s.tidx, c.tidxN*timeEntrySize)
+	}
+	if err == nil && ok {
+		st.txnN, ok, err = loadTxnIndex(s, c.end)
+	}
+	if err != nil || !ok {
 		_ = s.close()
 		return nil, false, err
 	}

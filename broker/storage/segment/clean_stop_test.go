@@ -100,17 +100,7 @@ func TestCleanStopTrustedOnlyUntilOpen(t *testing.T) {
 	// A byte of the last batch changed while stopped: not read, so kept
 	// (Kafka too trusts a cleanly stopped segment). This is how the test
 	// sees that no scan ran.
-	flip := func() {
-		f, err := os.OpenFile(logPath, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteAt([]byte{0xff}, fi.Size()-5); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flip()
+	patchFile(t, logPath, []byte{0xff}, fi.Size()-5)
 	l, err = Open(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -137,17 +127,28 @@ func TestCleanStopTrustedOnlyUntilOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2 := segmentPath(dir2, 0, extLog)
-	f, err := os.OpenFile(p2, os.O_WRONLY|os.O_APPEND, 0)
+	grown, err := os.Stat(p2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Write([]byte("a torn tail")); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	patchFile(t, p2, []byte("a torn tail"), grown.Size())
 	l4 := openTest(t, o2)
 	if got := activeState(l4).size; got != activeState(l3).size {
 		t.Fatalf("a record that does not match: active segment %d bytes, want the scanned %d", got, activeState(l3).size)
+	}
+}
+
+// patchFile writes b into the file at path at off, as something other
+// than the log would.
+func patchFile(t *testing.T, path string, b []byte, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -64,17 +64,7 @@ func writePartitionMetadata(fsys vfs.FS, dir, topicID string, fsync bool) error 
 func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte, fsync bool) error {
 	tmp := filepath.Join(dir, name+tempSuffix)
 	path := filepath.Join(dir, name)
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = f.Write(data)
-	if err == nil && fsync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err := writeFileSynced(fsys, tmp, data, fsync)
 	if err == nil {
 		err = fsys.Rename(tmp, path)
 	}
@@ -86,6 +76,22 @@ func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte, fsync bool) err
 		return fsys.SyncDir(dir)
 	}
 	return nil
+}
+
+// writeFileSynced writes data to path in place, fsynced when fsync.
+func writeFileSynced(fsys vfs.FS, path string, data []byte, fsync bool) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil && fsync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // WriteFileAtomic replaces dir/name with data as a whole: written aside,
