@@ -386,7 +386,9 @@ func transientAcceptError(err error) bool {
 
 // Close flushes and closes every log and the metadata store.
 func (b *Broker) Close() error {
-	err := b.catalog.close()
+	start := time.Now()
+	n, err := b.catalog.close()
+	b.log.Info("partition logs closed", "partitions", n, "took", time.Since(start).Round(time.Millisecond))
 	b.mirror.flush(context.Background())
 	b.meta.Close()
 	b.tablePoolMu.Lock()

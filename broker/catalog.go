@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -136,8 +137,21 @@ func (c *catalog) reload(ctx context.Context) error {
 		}
 	}
 
-	var errs []error
-	next := make([]*topic, 0, len(rows))
+	// The partitions to open, of every topic, are opened many at once: at
+	// start that is all of them, and one after another 10,000 took 11 s
+	// after a clean stop and 15 s after a crash (performance.md).
+	type opening struct {
+		t     *topic
+		index int32
+		epoch int32
+		p     *partition
+		err   error
+	}
+	var (
+		topics = make([]*topic, 0, len(rows))
+		olds   = make(map[*topic]*topic, len(rows))
+		opens  []*opening
+	)
 	for _, r := range rows {
 		t := &topic{id: r.ID, name: r.Name, uuid: r.UUID, configs: r.Configs, tableEngine: r.StorageEngine == "table"}
 		settings := brokers.TopicSettings(r.Configs)
@@ -146,32 +160,42 @@ func (c *catalog) reload(ctx context.Context) error {
 		if old != nil {
 			t.parts = append(t.parts, old.parts...)
 		}
-		var (
-			opened []*partition
-			err    error
-		)
-		for i := len(t.parts); i < len(r.Epochs) && err == nil; i++ {
-			var p *partition
-			if p, err = c.openPartition(ctx, t, int32(i), r.Epochs[i]); err == nil {
-				opened = append(opened, p)
-				t.parts = append(t.parts, p)
-			}
+		topics = append(topics, t)
+		olds[t] = old
+		for i := len(t.parts); i < len(r.Epochs); i++ {
+			opens = append(opens, &opening{t: t, index: int32(i), epoch: r.Epochs[i]})
 		}
-		if err != nil {
+	}
+	inParallel(maxParallelOpens, len(opens), slices.Values(opens), func(o *opening) {
+		o.p, o.err = c.openPartition(ctx, o.t, o.index, o.epoch)
+	})
+	failed := map[*topic]error{}
+	for _, o := range opens {
+		if o.err != nil && failed[o.t] == nil {
+			failed[o.t] = o.err
+		}
+	}
+	var errs []error
+	next := make([]*topic, 0, len(rows))
+	for _, t := range topics {
+		if err := failed[t]; err != nil {
 			// A log that cannot be opened (say a directory that is in
 			// the way, storage.Dir.PreparePartition) keeps its topic as
 			// it was — or away — but not every other topic: the rest
 			// are published.
-			for _, q := range opened {
-				q.close()
-			}
 			errs = append(errs, err)
-			if old == nil {
+			if olds[t] == nil {
 				continue
 			}
-			t.parts = t.parts[:len(old.parts)]
 		}
 		next = append(next, t)
+	}
+	for _, o := range opens {
+		if failed[o.t] == nil {
+			o.t.parts = append(o.t.parts, o.p) // opens are in index order
+		} else if o.p != nil {
+			o.p.close()
+		}
 	}
 
 	c.mu.Lock()
@@ -319,15 +343,27 @@ func (c *catalog) listen(ctx context.Context) {
 	c.b.meta.WatchCatalog(ctx, c.reload)
 }
 
-// close closes every partition log.
-func (c *catalog) close() error {
+// close closes every partition log, many at once: each close fsyncs its
+// partition's files, and a stop through the supervisor has 5 seconds
+// before SIGKILL (one after another, 10,000 partitions took 16 s, and
+// most logs were left without a clean-stop record).
+func (c *catalog) close() (n int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var errs []error
+	var parts []*partition
 	for _, t := range c.byName {
-		for _, p := range t.parts {
-			errs = append(errs, p.close())
-		}
+		parts = append(parts, t.parts...)
 	}
-	return errors.Join(errs...)
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	inParallel(maxParallelSyncs, len(parts), slices.Values(parts), func(p *partition) {
+		if err := p.close(); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	})
+	return len(parts), errors.Join(errs...)
 }

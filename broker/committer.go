@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/kafgres/kafgres/broker/storage/segment"
 )
-
-// maxParallelSyncs bounds the fsyncs a pass runs at once.
-const maxParallelSyncs = 64
 
 // pass is one group commit: done closes once every partition that was dirty
 // when the pass started is durable.
@@ -83,7 +81,6 @@ func (c *committer) commit() error {
 	}
 
 	var (
-		wg   sync.WaitGroup
 		emu  sync.Mutex
 		ferr error
 	)
@@ -101,27 +98,10 @@ func (c *committer) commit() error {
 		p.publish(end)
 		c.onDurable(p)
 	}
-	// The partitions' fsyncs run in parallel, the last one on this
-	// goroutine: a pass over one partition (the common case) starts no
-	// goroutine, which would cost a handoff per pass. At most
-	// maxParallelSyncs run at once: each blocks a thread in the kernel,
-	// and a pass over thousands of partitions must not ask the runtime for
-	// thousands of threads (it dies at 10,000).
-	n := 0
-	slots := make(chan struct{}, maxParallelSyncs)
-	for p := range dirty {
-		if n++; n == len(dirty) {
-			sync1(p)
-			break
-		}
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			sync1(p)
-		}()
-	}
-	wg.Wait()
+	// The partitions' fsyncs run in parallel; a pass over one partition
+	// (the common case) starts no goroutine, which would cost a handoff
+	// per pass.
+	inParallel(maxParallelSyncs, len(dirty), maps.Keys(dirty), sync1)
 	if ferr != nil {
 		return ferr // ps stays open: nobody is acknowledged
 	}

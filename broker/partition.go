@@ -104,6 +104,7 @@ func (c *catalog) openSegmentLog(t *topic, dir string, logger *slog.Logger) (*se
 	b := c.b
 	opts := segment.Options{
 		Dir:          dir,
+		FS:           b.data.FS(),
 		TopicID:      hex.EncodeToString(t.uuid[:]),
 		SegmentBytes: b.cfg.SegmentBytes,
 		Fsync:        b.cfg.Fsync,

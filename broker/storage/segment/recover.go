@@ -397,7 +397,10 @@ func (l *Log) recoverActive(base, size int64) (*segment, error) {
 		return s, err
 	}
 	st := newSegState(base)
-	r := bufio.NewReaderSize(io.NewSectionReader(s.log, 0, size), 1<<20)
+	// Reads of 1 MiB, or of the whole segment when it is smaller: a start
+	// with 10,000 small partitions spent a fifth of its CPU allocating and
+	// clearing buffers of 1 MiB for segments of a few KiB.
+	r := bufio.NewReaderSize(io.NewSectionReader(s.log, 0, size), int(min(size, 1<<20)))
 	buf := make([]byte, HeaderSize)
 	firstMaxTs := int64(-1)
 	var reason error
