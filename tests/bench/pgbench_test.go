@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 )
 
 // pgbench's built-in tpcb-like script, and the same with one more
-// statement before END: kafgres_produce, or (to tell what any extra
-// statement costs from what kafgres costs) a SELECT of the same value.
+// statement: kafgres_produce, or (to tell what any extra statement costs
+// from what kafgres costs) a SELECT of the same value; each either before
+// END, or right after BEGIN, where its round trip holds no row lock.
 const (
 	tpcbScript = `\set aid random(1, 100000 * :scale)
 \set bid random(1, 1 * :scale)
@@ -71,10 +73,11 @@ func median(xs []float64) float64 {
 // SELECT added instead, on one cluster. The three run in rounds whose order
 // rotates, so that a machine getting faster or slower during the run weighs
 // on all of them; each cost is the median over rounds of that round's cost.
-// cost-% is the issue's measure (with kafgres_produce against plain);
-// kafgres-cost-% is against the extra SELECT, which leaves out what any
-// additional statement costs pgbench (a round trip while the branch row is
-// locked). Each run starts after a CHECKPOINT and after the previous run's
+// cost-% is the issue's measure (with kafgres_produce before END against
+// plain); kafgres-cost-% is against the extra SELECT in the same place,
+// which leaves out what any additional statement costs pgbench (a round
+// trip while the branch row is locked). The -first measures are the same
+// with the statement right after BEGIN, before any row is locked. Each run starts after a CHECKPOINT and after the previous run's
 // records were delivered, so none inherits another's backlog. The records
 // are counted at the end: one per produce transaction pgbench reported.
 //
@@ -107,11 +110,18 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 		plain arm = iota
 		withSelect
 		withProduce
+		selectFirst
+		produceFirst
+		arms
 	)
 	dir := b.TempDir() // pgbench reads the scripts itself, as the test's user
 	body := tpcbScript[:len(tpcbScript)-len("END;\n")]
+	first := func(line string) string { return strings.Replace(tpcbScript, "BEGIN;\n", "BEGIN;\n"+line, 1) }
 	scripts := map[arm]string{}
-	for a, text := range map[arm]string{plain: tpcbScript, withSelect: body + selectLine + "END;\n", withProduce: body + produceLine + "END;\n"} {
+	for a, text := range map[arm]string{
+		plain: tpcbScript, withSelect: body + selectLine + "END;\n", withProduce: body + produceLine + "END;\n",
+		selectFirst: first(selectLine), produceFirst: first(produceLine),
+	} {
 		scripts[a] = filepath.Join(dir, fmt.Sprintf("arm%d.sql", a))
 		if err := os.WriteFile(scripts[a], []byte(text), 0o644); err != nil {
 			b.Fatal(err)
@@ -131,7 +141,7 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 			b.Fatalf("no tps or transaction count in pgbench output:\n%s", out)
 		}
 		tps, _ := strconv.ParseFloat(m[1], 64)
-		if a == withProduce {
+		if a == withProduce || a == produceFirst {
 			count, _ := strconv.ParseInt(n[1], 10, 64)
 			produced += count
 			var ok bool
@@ -144,18 +154,22 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 
 	b.ResetTimer()
 	tps := map[arm][]float64{}
-	var costs, kafgresCosts []float64
+	var costs, kafgresCosts, costsFirst, kafgresCostsFirst []float64
+	cost := func(base, with float64) float64 { return 100 * (base - with) / base }
 	for i := 0; i < rounds; i++ {
 		got := map[arm]float64{}
-		for j := 0; j < 3; j++ {
-			a := arm((i + j) % 3)
+		for j := range arms {
+			a := (arm(i) + j) % arms
 			got[a] = run(a)
 			tps[a] = append(tps[a], got[a])
 		}
-		costs = append(costs, 100*(got[plain]-got[withProduce])/got[plain])
-		kafgresCosts = append(kafgresCosts, 100*(got[withSelect]-got[withProduce])/got[withSelect])
-		fmt.Fprintf(os.Stderr, "pgbench round %d: %.0f tps plain, %.0f with a SELECT, %.0f with kafgres_produce (%.1f %% cost, %.1f %% against the SELECT)\n",
-			i+1, got[plain], got[withSelect], got[withProduce], costs[i], kafgresCosts[i])
+		costs = append(costs, cost(got[plain], got[withProduce]))
+		kafgresCosts = append(kafgresCosts, cost(got[withSelect], got[withProduce]))
+		costsFirst = append(costsFirst, cost(got[plain], got[produceFirst]))
+		kafgresCostsFirst = append(kafgresCostsFirst, cost(got[selectFirst], got[produceFirst]))
+		fmt.Fprintf(os.Stderr, "pgbench round %d: %.0f tps plain; before END %.0f with a SELECT, %.0f with kafgres_produce (%.1f %% cost, %.1f %% against the SELECT); after BEGIN %.0f with a SELECT, %.0f with kafgres_produce (%.1f %%, %.1f %%)\n",
+			i+1, got[plain], got[withSelect], got[withProduce], costs[i], kafgresCosts[i],
+			got[selectFirst], got[produceFirst], costsFirst[i], kafgresCostsFirst[i])
 	}
 	b.StopTimer()
 
@@ -169,8 +183,12 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 	b.ReportMetric(median(tps[plain]), "tps-plain")
 	b.ReportMetric(median(tps[withSelect]), "tps-with-select")
 	b.ReportMetric(median(tps[withProduce]), "tps-with-produce")
+	b.ReportMetric(median(tps[selectFirst]), "tps-select-first")
+	b.ReportMetric(median(tps[produceFirst]), "tps-produce-first")
 	b.ReportMetric(median(costs), "cost-%")
 	b.ReportMetric(median(kafgresCosts), "kafgres-cost-%")
+	b.ReportMetric(median(costsFirst), "cost-first-%")
+	b.ReportMetric(median(kafgresCostsFirst), "kafgres-cost-first-%")
 }
 
 // countRecords reads topic from the start, read_committed, and counts its

@@ -5,6 +5,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -339,6 +340,33 @@ func (c *Cluster) KillBroker(t testing.TB) int {
 	pid := c.BrokerPID(t)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill broker %d: %v", pid, err)
+	}
+	return pid
+}
+
+// StopBroker sends SIGTERM to the broker and waits until the process is
+// gone; it returns the broker's pid. Sent directly, as here, the broker
+// takes as long as it needs to close its logs; sent by the supervisor (a
+// reload, Postgres's shutdown) it has 5 s before SIGKILL.
+func (c *Cluster) StopBroker(t testing.TB) int {
+	t.Helper()
+	pid := c.BrokerPID(t)
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("stop broker %d: %v", pid, err)
+	}
+	err := Poll(10*time.Minute, func() error {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil // gone
+		}
+		// A zombie is gone too: it waits only for the supervisor to reap it.
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			return nil
+		}
+		return fmt.Errorf("broker %d still running", pid)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return pid
 }
