@@ -166,7 +166,18 @@ func (c *catalog) reload(ctx context.Context) error {
 			opens = append(opens, &opening{t: t, index: int32(i), epoch: r.Epochs[i]})
 		}
 	}
-	inParallel(maxParallelOpens, len(opens), slices.Values(opens), func(o *opening) {
+	// Table-engine logs are opened one at a time: each creates its
+	// partition of kafgres.log_batch, and concurrent DDL on one parent
+	// table fails.
+	var segmentOpens []*opening
+	for _, o := range opens {
+		if o.t.tableEngine {
+			o.p, o.err = c.openPartition(ctx, o.t, o.index, o.epoch)
+		} else {
+			segmentOpens = append(segmentOpens, o)
+		}
+	}
+	inParallel(maxParallelOpens, len(segmentOpens), slices.Values(segmentOpens), func(o *opening) {
 		o.p, o.err = c.openPartition(ctx, o.t, o.index, o.epoch)
 	})
 	failed := map[*topic]error{}
