@@ -23,7 +23,19 @@ while IFS=: read -r file name; do
 	echo "=== fuzz $moddir/${pkg#./} $name ($budget)"
 	start=$(date +%s)
 	out=$(mktemp)
-	if (cd "$moddir" && go test -run='^$' -fuzz="^${name}\$" -fuzztime="$budget" -fuzzminimizetime=5s -parallel=2 "$pkg") >"$out" 2>&1; then
+	fuzz() { (cd "$moddir" && go test -run='^$' -fuzz="^${name}\$" -fuzztime="$budget" -fuzzminimizetime=5s -parallel=2 "$pkg") >"$out" 2>&1; }
+	ok=0
+	fuzz && ok=1
+	# Go 1.26's fuzz coordinator can fail a target with a bare "context
+	# deadline exceeded" when -fuzztime runs out while a worker is busy
+	# (go.dev/issue/75804, fixed in Go 1.27). A real finding writes its
+	# input and fails differently; such a run alone is run once more.
+	if [ $ok = 0 ] && grep -q 'context deadline exceeded' "$out" &&
+		! grep -qE 'Failing input written|panic:|_test\.go:[0-9]+:' "$out"; then
+		echo "    the fuzz engine's deadline race (go.dev/issue/75804), no input failed: once more"
+		fuzz && ok=1
+	fi
+	if [ $ok = 1 ]; then
 		passed=$((passed + 1))
 		# the last progress line carries the execution count
 		grep -E '^fuzz: elapsed' "$out" | tail -n 1
