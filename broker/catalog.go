@@ -149,7 +149,6 @@ func (c *catalog) reload(ctx context.Context) error {
 	}
 	var (
 		topics = make([]*topic, 0, len(rows))
-		olds   = make(map[*topic]*topic, len(rows))
 		opens  []*opening
 	)
 	for _, r := range rows {
@@ -161,7 +160,6 @@ func (c *catalog) reload(ctx context.Context) error {
 			t.parts = append(t.parts, old.parts...)
 		}
 		topics = append(topics, t)
-		olds[t] = old
 		for i := len(t.parts); i < len(r.Epochs); i++ {
 			opens = append(opens, &opening{t: t, index: int32(i), epoch: r.Epochs[i]})
 		}
@@ -195,7 +193,7 @@ func (c *catalog) reload(ctx context.Context) error {
 			// it was — or away — but not every other topic: the rest
 			// are published.
 			errs = append(errs, err)
-			if olds[t] == nil {
+			if current[t.name] == nil {
 				continue
 			}
 		}

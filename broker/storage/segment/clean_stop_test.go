@@ -84,72 +84,55 @@ func TestCleanStopOpensWithoutScan(t *testing.T) {
 // The record is trusted only as far as the files match it; once Open has
 // taken it, a crash finds none and the active segment is scanned.
 func TestCleanStopTrustedOnlyUntilOpen(t *testing.T) {
-	dir := t.TempDir()
-	opts := Options{Dir: dir, SegmentBytes: 1 << 20, Fsync: true}
-	l := openTest(t, opts)
-	writeBatches(t, l, 10, 100)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	logPath := segmentPath(dir, 0, extLog)
-	fi, err := os.Stat(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts, logPath, size := cleanlyStopped(t)
 
 	// A byte of the last batch changed while stopped: not read, so kept
 	// (Kafka too trusts a cleanly stopped segment). This is how the test
 	// sees that no scan ran.
-	patchFile(t, logPath, []byte{0xff}, fi.Size()-5)
-	l, err = Open(opts)
+	writeAt(t, logPath, []byte{0xff}, size-5)
+	l, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := activeState(l).size; got != fi.Size() {
-		t.Fatalf("after a clean stop the active segment is %d bytes, want all %d (no scan)", got, fi.Size())
+	if got := activeState(l).size; got != size {
+		t.Fatalf("after a clean stop the active segment is %d bytes, want all %d (no scan)", got, size)
 	}
 	// A crash now (no Close): the record is gone, so the next Open scans
 	// and cuts the corrupt batch.
 	crashed := l
 	t.Cleanup(func() { _ = crashed.Close() })
 	l2 := openTest(t, opts)
-	if got := activeState(l2).size; got >= fi.Size() {
+	if got := activeState(l2).size; got >= size {
 		t.Fatalf("after a crash the active segment is %d bytes: the corrupt last batch was not cut", got)
 	}
 
 	// A record that does not match the files (the segment grew) is not
 	// trusted either.
-	dir2 := t.TempDir()
-	o2 := Options{Dir: dir2, SegmentBytes: 1 << 20, Fsync: true}
-	l3 := openTest(t, o2)
-	writeBatches(t, l3, 10, 100)
-	if err := l3.Close(); err != nil {
-		t.Fatal(err)
-	}
-	p2 := segmentPath(dir2, 0, extLog)
-	grown, err := os.Stat(p2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	patchFile(t, p2, []byte("a torn tail"), grown.Size())
+	o2, p2, size2 := cleanlyStopped(t)
+	writeAt(t, p2, []byte("a torn tail"), size2)
 	l4 := openTest(t, o2)
-	if got := activeState(l4).size; got != activeState(l3).size {
-		t.Fatalf("a record that does not match: active segment %d bytes, want the scanned %d", got, activeState(l3).size)
+	if got := activeState(l4).size; got != size2 {
+		t.Fatalf("a record that does not match: active segment %d bytes, want the scanned %d", got, size2)
 	}
 }
 
-// patchFile writes b into the file at path at off, as something other
-// than the log would.
-func patchFile(t *testing.T, path string, b []byte, off int64) {
+// cleanlyStopped is a log of ten batches in a new directory, closed: its
+// options, its active segment's path and size.
+func cleanlyStopped(t *testing.T) (opts Options, logPath string, size int64) {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	dir := t.TempDir()
+	opts = Options{Dir: dir, SegmentBytes: 1 << 20, Fsync: true}
+	l := openTest(t, opts)
+	writeBatches(t, l, 10, 100)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logPath = segmentPath(dir, 0, extLog)
+	fi, err := os.Stat(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
+	return opts, logPath, fi.Size()
 }
 
 func TestCleanStopRecordEncoding(t *testing.T) {
