@@ -169,14 +169,12 @@ func (c *Coordinator) Start(ctx context.Context) {
 // state after the markers.
 func (c *Coordinator) Settle() { c.bg.Wait() }
 
+// get is id's entry. One in txns is never Dead: RemoveExpired takes it
+// out before marking it so (its state is e.mu's, not c.mu's to read).
 func (c *Coordinator) get(id string) *entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.txns[id]
-	if e != nil && e.t.State == Dead {
-		return nil
-	}
-	return e
+	return c.txns[id]
 }
 
 func (c *Coordinator) nowMs() int64 { return c.clock.Now().UnixMilli() }
@@ -212,7 +210,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	}
 	c.mu.Lock()
 	e := c.txns[id]
-	if e == nil || e.t.State == Dead {
+	if e == nil {
 		c.mu.Unlock()
 		pid, err := c.ids.NextProducerID(ctx)
 		if err != nil {
@@ -220,7 +218,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 			return -1, -1, kerr.CoordinatorNotAvailable
 		}
 		c.mu.Lock()
-		if e = c.txns[id]; e == nil || e.t.State == Dead {
+		if e = c.txns[id]; e == nil {
 			// Not stored until the Empty transition below is.
 			e = &entry{t: Txn{ID: id, ProducerID: pid, PrevProducerID: -1, NextProducerID: -1, Epoch: -1, LastEpoch: -1,
 				TimeoutMs: timeoutMs, State: Empty, StartMs: -1, UpdateMs: c.nowMs()}, offsets: map[offsetKey]Offset{}}
@@ -232,6 +230,10 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t := e.t
+	if t.State == Dead {
+		// Expired since it was looked up: the retry makes a new one.
+		return -1, -1, kerr.ConcurrentTransactions
+	}
 	if expected != nil {
 		// Kafka's isValidProducerId: a new id, the current id, or a retry
 		// after a rotation the producer did not hear of.
@@ -717,10 +719,10 @@ func (c *Coordinator) RemoveExpired(ctx context.Context) {
 			if err := c.store.DeleteTransaction(ctx, t.ID); err != nil {
 				c.log.Warn("remove expired transactional id", "transactional_id", t.ID, "err", err)
 			} else {
-				e.t.State = Dead
 				c.mu.Lock()
 				delete(c.txns, t.ID)
 				c.mu.Unlock()
+				e.t.State = Dead
 			}
 		}
 		e.mu.Unlock()
