@@ -244,3 +244,53 @@ func TestInProcessProducerExpiration(t *testing.T) {
 		t.Fatalf("producer 2 with an open transaction lost: %+v", ps)
 	}
 }
+
+// The leader epoch checkpoint holds the epochs that batches carry. A start
+// does not write this incarnation's epoch, which has none yet (an open
+// drops an entry at the log end), so a start of idle partitions writes no
+// checkpoint; the first batch of the epoch is appended only once the
+// checkpoint holds it, so that a crash right after keeps where it began.
+func TestInProcessEpochCheckpointBeforeFirstBatch(t *testing.T) {
+	tb := startTestBroker(t)
+	c := tb.dial(t)
+	tb.createTopic(t, c, "ep", 1, nil)
+	plain := func(c *testClient, p *partition) {
+		t.Helper()
+		end := p.log.LogEndOffset()
+		wantProduce(t, "plain", c.produceAt(12, "ep", producerBatch(-1, 0, 0, 3, "plain")), nil, end)
+	}
+	saved := func(p *partition) []segment.EpochEntry {
+		t.Helper()
+		got, _, err := p.log.ReadEpochCheckpoint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	p := tb.catalog.partition("ep", 0)
+	plain(c, p)
+	plain(c, p)
+	first := checkpointEntries(p.epochs)
+
+	for round := range 2 {
+		tb = tb.restartAfterCrash(t)
+		p = tb.catalog.partition("ep", 0)
+		if got := saved(p); !slices.Equal(got, first) {
+			t.Fatalf("round %d: checkpoint after a start %v, want it untouched: %v", round, got, first)
+		}
+		if n := len(p.epochs); n != 2 || p.epochs[1].start != 6 {
+			t.Fatalf("round %d: epochs %+v, want the first and this incarnation's at 6", round, p.epochs)
+		}
+	}
+	c = tb.dial(t)
+	plain(c, p)
+	all := checkpointEntries(p.epochs)
+	if got := saved(p); !slices.Equal(got, all) {
+		t.Fatalf("checkpoint after the epoch's first batch %v, want %v", got, all)
+	}
+	tb = tb.restartAfterCrash(t)
+	p = tb.catalog.partition("ep", 0)
+	if got := checkpointEntries(p.epochs[:len(p.epochs)-1]); !slices.Equal(got, all) {
+		t.Fatalf("epochs after a crash %v, want %v", got, all)
+	}
+}

@@ -51,6 +51,9 @@ type partition struct {
 	// (producer_state.go). Immutable after open: every later append is in
 	// the last epoch.
 	epochs []epochStart
+	// epochsUnsaved: the checkpoint does not yet hold the last epoch, which
+	// saveEpochs writes before the first batch stamped with it. Under mu.
+	epochsUnsaved bool
 
 	// uncleanable: a clean of this partition failed, and the cleaner
 	// skips it for as long as this broker runs (Kafka's
@@ -158,6 +161,9 @@ func (p *partition) append(batch []byte, h segment.BatchHeader) appendResult {
 	if dup != nil {
 		return appendResult{baseOffset: dup.firstOffset}
 	}
+	if err := p.saveEpochs(); err != nil {
+		return appendResult{err: err}
+	}
 	active := p.activeBase()
 	base, err := p.log.Append(batch, p.epoch)
 	if err != nil {
@@ -238,6 +244,9 @@ func (p *partition) closeLog(snapshot bool) error {
 		return nil
 	}
 	p.closed = true
+	if c, ok := p.log.(snapshotClosingLog); ok && snapshot {
+		return c.CloseWithProducerSnapshot(p.producers.snapshotEntries())
+	}
 	if err := p.log.Close(); err != nil {
 		return err
 	}

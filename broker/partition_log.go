@@ -82,6 +82,13 @@ type segmentedLog interface {
 	SetSegmentLimits(segmentBytes, segmentMs int64)
 }
 
+// snapshotClosingLog is a log that writes the producer snapshot of a clean
+// close with the close itself, sharing its fsyncs (a clean stop closes
+// every partition).
+type snapshotClosingLog interface {
+	CloseWithProducerSnapshot(entries []segment.ProducerSnapshotEntry) error
+}
+
 // compactableLog is a log the cleaner can compact (cleaner.go).
 type compactableLog interface {
 	CleanerCheckpoint() int64
@@ -91,10 +98,11 @@ type compactableLog interface {
 
 // The segment engine has every capability.
 var (
-	_ partitionLog   = (*segment.Log)(nil)
-	_ segmentedLog   = (*segment.Log)(nil)
-	_ compactableLog = (*segment.Log)(nil)
-	_ archivable     = (*segment.Log)(nil)
+	_ partitionLog       = (*segment.Log)(nil)
+	_ segmentedLog       = (*segment.Log)(nil)
+	_ compactableLog     = (*segment.Log)(nil)
+	_ archivable         = (*segment.Log)(nil)
+	_ snapshotClosingLog = (*segment.Log)(nil)
 )
 
 // activeBase is the base offset of the segment appends go to, or -1 when

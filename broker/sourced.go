@@ -234,6 +234,9 @@ func (b *Broker) Delivered(lsn uint64, records bool) { b.mirror.delivered(lsn, r
 // batches of producer pid (sequences continuing its window here) unless pid
 // is -1. Callers hold p.mu.
 func (p *partition) appendSourcedLocked(batches []segment.SourcedBatch, pid int64) error {
+	if err := p.saveEpochs(); err != nil {
+		return err
+	}
 	active := p.activeBase()
 	if pid < 0 {
 		// No producer state changes: a roll snapshots it as it is.

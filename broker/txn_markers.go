@@ -108,6 +108,9 @@ func (p *partition) appendMarker(m segment.Marker, released *atomic.Bool) error 
 		aborted = &segment.AbortedTxn{ProducerID: m.ProducerID, FirstOffset: first, LastOffset: offset, LastStableOffset: p.abortedLSO(m.ProducerID, offset)}
 	}
 	now := time.Now().UnixMilli()
+	if err := p.saveEpochs(); err != nil {
+		return err
+	}
 	active := p.activeBase()
 	if _, err := p.log.AppendMarker(segment.NewMarkerBatch(m, now), p.epoch, aborted); err != nil {
 		return fmt.Errorf("append marker to %s-%d: %w", p.topic.name, p.index, err)

@@ -23,7 +23,8 @@ import (
 // $KAFGRES_SCALE_RECORDS of them), Metadata and ListOffsets latency over
 // every partition, the broker's RSS and open descriptors, how long a
 // broker killed with SIGKILL takes to serve them all again, and how long a
-// clean stop and the start after it take (issue #16, "Scale"). Restarts
+// clean stop and the start after it take, twice: after writes and with
+// nothing written since the start (issue #16, "Scale"). Restarts
 // include the supervisor's 1 s before it starts a broker again. It
 // ignores b.N.
 func BenchmarkTenThousandPartitions(b *testing.B) {
@@ -77,6 +78,13 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 	stopped := c.StopBroker(b)
 	stop := time.Since(start)
 	cleanRestart := servingAgain(stopped)
+	// The same again with nothing written in between, as in a restart of
+	// a broker whose partitions are mostly idle: a log still as its
+	// record says has nothing to write at the stop or at the start.
+	start = time.Now()
+	stopped = c.StopBroker(b)
+	idleStop := time.Since(start)
+	idleRestart := servingAgain(stopped)
 
 	b.ReportMetric(create.Seconds(), "create-s")
 	b.ReportMetric(float64(records)/produced.Seconds(), "produce-records/s")
@@ -92,6 +100,8 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 	b.ReportMetric(float64(rssAfter)/(1<<20), "rss-after-restart-MiB")
 	b.ReportMetric(stop.Seconds(), "clean-stop-s")
 	b.ReportMetric(cleanRestart.Seconds(), "clean-restart-s")
+	b.ReportMetric(idleStop.Seconds(), "idle-stop-s")
+	b.ReportMetric(idleRestart.Seconds(), "idle-restart-s")
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/kafgres/kafgres/broker/storage/vfs"
 )
 
 // activeState is what recovery learns about the active segment, for
@@ -56,8 +59,8 @@ func TestCleanStopOpensWithoutScan(t *testing.T) {
 	want := activeState(openTest(t, so))
 
 	l = openTest(t, opts)
-	if _, err := os.Stat(filepath.Join(dir, cleanStopFile)); !os.IsNotExist(err) {
-		t.Fatalf("clean stop record still there after Open: %v", err)
+	if _, err := os.Stat(filepath.Join(dir, cleanStopFile)); err != nil {
+		t.Fatalf("clean stop record gone after an Open that changed nothing: %v", err)
 	}
 	got := activeState(l)
 	sameActiveState(t, got, want)
@@ -72,6 +75,9 @@ func TestCleanStopOpensWithoutScan(t *testing.T) {
 	if more[0].base != end {
 		t.Fatalf("first append after a clean reopen got offset %d, want %d", more[0].base, end)
 	}
+	if _, err := os.Stat(filepath.Join(dir, cleanStopFile)); !os.IsNotExist(err) {
+		t.Fatalf("clean stop record still there after an append: %v", err)
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,26 +87,37 @@ func TestCleanStopOpensWithoutScan(t *testing.T) {
 	}
 }
 
-// The record is trusted only as far as the files match it; once Open has
-// taken it, a crash finds none and the active segment is scanned.
-func TestCleanStopTrustedOnlyUntilOpen(t *testing.T) {
+// The record is trusted only as far as the files match it and until the
+// log first changes: a crash after that finds none and the active segment
+// is scanned.
+func TestCleanStopTrustedOnlyUntilWritten(t *testing.T) {
 	opts, logPath, size := cleanlyStopped(t)
 
 	// A byte of the last batch changed while stopped: not read, so kept
 	// (Kafka too trusts a cleanly stopped segment). This is how the test
 	// sees that no scan ran.
 	writeAt(t, logPath, []byte{0xff}, size-5)
-	l, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
+	opened := func() *Log {
+		t.Helper()
+		l, err := Open(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
 	}
+	l := opened()
 	if got := activeState(l).size; got != size {
 		t.Fatalf("after a clean stop the active segment is %d bytes, want all %d (no scan)", got, size)
 	}
-	// A crash now (no Close): the record is gone, so the next Open scans
-	// and cuts the corrupt batch.
-	crashed := l
-	t.Cleanup(func() { _ = crashed.Close() })
+	// A crash (no Close) before any write: the record still holds.
+	l = opened()
+	if got := activeState(l).size; got != size {
+		t.Fatalf("after a crash that changed nothing the active segment is %d bytes, want all %d (no scan)", got, size)
+	}
+	// A crash after a write: the record is gone, so the next Open scans
+	// and cuts the corrupt batch (and the one after it).
+	writeBatches(t, l, 1, 100)
 	l2 := openTest(t, opts)
 	if got := activeState(l2).size; got >= size {
 		t.Fatalf("after a crash the active segment is %d bytes: the corrupt last batch was not cut", got)
@@ -152,4 +169,97 @@ func TestCleanStopRecordEncoding(t *testing.T) {
 	if _, err := decodeCleanStop(b[:len(b)-1]); err == nil {
 		t.Fatal("a short record decodes")
 	}
+}
+
+// A transaction index that recovery rebuilt reaches the disk with the
+// clean stop: the record vouches for the index files, so a power cut after
+// the stop must find the rebuilt entries, not an index that lost them.
+func TestCleanStopSyncsRebuiltTxnIndex(t *testing.T) {
+	fsys, dir := strictPartition(t)
+	opts := Options{Dir: dir, FS: fsys, Fsync: true}
+	x := &txnLog{t: t, l: openTest(t, opts), tr: txnTracker{ongoing: map[int64]int64{}}}
+	x.data(7)
+	x.plain()
+	x.marker(7, false)
+	if err := x.l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The index gone while stopped: the next Open finds the record does
+	// not match and rebuilds it from the markers.
+	txnPath := segmentPath(dir, 0, extTxnIndex)
+	if err := fsys.Remove(txnPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	l := openTest(t, opts)
+	checkAborted(t, l, 0, l.LogEndOffset(), x.want)
+	if err := l.CloseWithProducerSnapshot(nil); err != nil {
+		t.Fatal(err)
+	}
+
+	fsys.Restart(nil) // everything not made durable is lost
+	l = openTest(t, opts)
+	checkAborted(t, l, 0, l.LogEndOffset(), x.want)
+	if off, _, ok := l.LoadProducerSnapshot(); !ok || off != l.LogEndOffset() {
+		t.Fatalf("producer snapshot after the clean stop: at %d (found %v), want at the log end %d", off, ok, l.LogEndOffset())
+	}
+}
+
+// A log opened from a clean stop's record and closed again without a
+// change writes nothing at either end (a broker's restart with 10,000
+// partitions, most of them idle): the record stays, and so does the
+// producer snapshot when the state to save is the same.
+func TestCleanStopUntouchedWritesNothing(t *testing.T) {
+	fsys, dir := strictPartition(t)
+	opts := Options{Dir: dir, FS: fsys, Fsync: true}
+	state := []ProducerSnapshotEntry{{ProducerID: 3, Epoch: 1, LastSequence: 9, LastOffset: 9, Timestamp: 1, CurrentTxnFirstOffset: -1}}
+	l := openTest(t, opts)
+	writeBatches(t, l, 10, 100)
+	if err := l.CloseWithProducerSnapshot(state); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		before := fsys.Changes()
+		l = openTest(t, opts)
+		if err := l.CloseWithProducerSnapshot(state); err != nil {
+			t.Fatal(err)
+		}
+		if n := fsys.Changes() - before; n != 0 {
+			t.Fatalf("round %d: an untouched log made %d changes to the files at its open and close", round, n)
+		}
+	}
+	// A new state is saved, and the record still vouches for the segment.
+	state[0].Timestamp = 2
+	l = openTest(t, opts)
+	if err := l.CloseWithProducerSnapshot(state); err != nil {
+		t.Fatal(err)
+	}
+	fsys.Restart(nil)
+	l = openTest(t, opts)
+	if _, got, ok := l.LoadProducerSnapshot(); !ok || !slices.Equal(got, state) {
+		t.Fatalf("producer snapshot after the stop: %+v (found %v), want %+v", got, ok, state)
+	}
+	if _, err := fsys.Stat(filepath.Join(dir, cleanStopFile)); err != nil {
+		t.Fatalf("clean stop record: %v", err)
+	}
+}
+
+// strictPartition is a partition directory, durably created, on a file
+// system that forgets at Restart what was not made durable.
+func strictPartition(t *testing.T) (*vfs.StrictMem, string) {
+	t.Helper()
+	fsys := vfs.NewStrictMem()
+	const dir = "/data/t-0"
+	if err := fsys.MkdirAll("/data", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateDir(fsys, dir, []byte("marker\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	return fsys, dir
 }

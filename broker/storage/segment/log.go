@@ -5,6 +5,7 @@
 package segment
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -120,6 +121,7 @@ type Log struct {
 	dirSynced uint64     // dirGen covered by the last directory fsync
 	txnGen    uint64     // bumped whenever a transaction index entry is written
 	txnSynced uint64     // txnGen covered by the last Sync
+	cleanHeld bool       // the clean stop's record is on disk and the active segment as it says (clean_stop.go)
 	closed    bool
 	err       error // sticky: after a failed write or fsync the files are suspect
 
@@ -400,6 +402,9 @@ func (l *Log) writable() error {
 // log end at the call: AppendSourced relies on that to know the offsets
 // before writing. Callers hold mu and have checked writable.
 func (l *Log) appendLocked(batch []byte, h BatchHeader, leaderEpoch int32) (int64, error) {
+	if err := l.leaveCleanStop(); err != nil {
+		return 0, err
+	}
 	now := l.opts.now()
 	base := l.end
 	h.BaseOffset = base
@@ -502,6 +507,9 @@ func (l *Log) maybeRoll(h BatchHeader, now time.Time) error {
 // exists, because recovery only scans the last segment and trusts the ones
 // before it (their size included).
 func (l *Log) roll() error {
+	if err := l.leaveCleanStop(); err != nil {
+		return err
+	}
 	fsys := l.opts.FS
 	seg := l.active()
 	if err := seg.cutZeros(); err != nil {
@@ -695,8 +703,16 @@ func (l *Log) SetSegmentLimits(segmentBytes, segmentMs int64) {
 
 // Close writes the active segment's indexes, fsyncs it when Fsync is set and
 // closes all files. Reads in flight fail with ErrClosed.
-func (l *Log) Close() error {
-	fsys := l.opts.FS
+func (l *Log) Close() error { return l.close(false, nil) }
+
+// CloseWithProducerSnapshot is Close that also writes the producer
+// snapshot as of the log end (WriteProducerSnapshot), sharing the close's
+// directory fsync: a broker stopping cleanly snapshots every partition.
+func (l *Log) CloseWithProducerSnapshot(entries []ProducerSnapshotEntry) error {
+	return l.close(true, entries)
+}
+
+func (l *Log) close(snapshot bool, entries []ProducerSnapshotEntry) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
@@ -707,23 +723,9 @@ func (l *Log) Close() error {
 	l.closed = true
 
 	var errs []error
-	seg := l.active()
 	if l.err == nil {
-		// Writing the active indexes (and cutting the zeros ahead) keeps
-		// the directory complete for tools that read Kafka's layout, and
-		// with Fsync lets the next Open take them as they are (clean_stop.go).
-		if err := seg.cutZeros(); err != nil {
+		if err := l.closeActive(snapshot, entries); err != nil {
 			errs = append(errs, err)
-		} else if err := seg.writeIndexes(&seg.st); err != nil {
-			errs = append(errs, err)
-		} else if l.opts.Fsync {
-			if err := seg.syncAll(); err != nil {
-				errs = append(errs, err)
-			} else if err := fsys.SyncDir(l.opts.Dir); err != nil {
-				errs = append(errs, err)
-			} else if err := writeCleanStop(fsys, l.opts.Dir, seg); err != nil {
-				errs = append(errs, err)
-			}
 		}
 	}
 	// The log's references: a segment a reader still holds (a fetch
@@ -744,6 +746,75 @@ func (l *Log) Close() error {
 		return fmt.Errorf("close log %s: %w", l.opts.Dir, err)
 	}
 	return nil
+}
+
+// closeActive writes the active segment's indexes (and cuts the zeros
+// ahead), which keeps the directory complete for tools that read Kafka's
+// layout, and with Fsync makes them durable and records the clean stop, so
+// that the next Open takes them as they are (clean_stop.go). A broker with
+// 10,000 partitions closes them all within the supervisor's grace only if
+// each close costs few fsyncs (performance.md, "10,000 partitions"): one
+// for each file changed since the last Sync, one for the record and one
+// for the directory, which covers the record's and the snapshot's names.
+// Callers hold syncMu and mu.
+func (l *Log) closeActive(snapshot bool, entries []ProducerSnapshotEntry) error {
+	fsys, fsync := l.opts.FS, l.opts.Fsync
+	wrote := false
+	if snapshot {
+		var err error
+		if wrote, err = l.writeEndSnapshot(entries); err != nil {
+			return err
+		}
+	}
+	if l.cleanHeld {
+		// The active segment is as the record on disk says, and durable.
+		if wrote && fsync {
+			return fsys.SyncDir(l.opts.Dir)
+		}
+		return nil
+	}
+	seg := l.active()
+	if err := seg.cutZeros(); err != nil {
+		return err
+	}
+	if err := seg.writeIndexes(&seg.st); err != nil {
+		return err
+	}
+	if !fsync {
+		return nil
+	}
+	files := []vfs.File{seg.log, seg.idx, seg.tidx}
+	if l.txnGen != l.txnSynced {
+		files = append(files, seg.txn)
+	}
+	for _, f := range files {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+		}
+	}
+	// The record may say only what the disk has: the segment's names too.
+	if l.dirGen != l.dirSynced {
+		if err := fsys.SyncDir(l.opts.Dir); err != nil {
+			return err
+		}
+	}
+	if err := writeCleanStop(fsys, l.opts.Dir, seg); err != nil {
+		return err
+	}
+	return fsys.SyncDir(l.opts.Dir)
+}
+
+// writeEndSnapshot writes the producer snapshot as of the log end, fsynced
+// with Fsync but its name not yet (the caller fsyncs the directory), unless
+// the same bytes are there already: a partition not written since the last
+// stop has the same state to save.
+func (l *Log) writeEndSnapshot(entries []ProducerSnapshotEntry) (wrote bool, err error) {
+	fsys, name := l.opts.FS, producerSnapshotName(l.end)
+	data := EncodeProducerSnapshot(entries)
+	if old, err := vfs.ReadFile(fsys, filepath.Join(l.opts.Dir, name)); err == nil && bytes.Equal(old, data) {
+		return false, nil
+	}
+	return true, renameWritten(fsys, l.opts.Dir, name, data, l.opts.Fsync)
 }
 
 // segView is a consistent copy of a segment's state for lock-free reading:

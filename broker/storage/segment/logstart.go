@@ -89,6 +89,9 @@ func (l *Log) loadStart() (changed bool, err error) {
 	}
 	l.logger.Warn("log ends before its start offset checkpoint; deleting all segments",
 		"dir", l.opts.Dir, "log_end_offset", end, "log_start_offset", cp)
+	if err := l.leaveCleanStop(); err != nil {
+		return true, err
+	}
 	for _, s := range l.segs {
 		_ = s.close()
 		if err := removeSegmentFiles(fsys, l.opts.Dir, s.base); err != nil {

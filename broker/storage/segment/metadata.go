@@ -62,6 +62,19 @@ func writePartitionMetadata(fsys vfs.FS, dir, topicID string, fsync bool) error 
 // the new file is durable when it returns. Recovery removes a left-over
 // temporary file.
 func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte, fsync bool) error {
+	if err := renameWritten(fsys, dir, name, data, fsync); err != nil {
+		return err
+	}
+	if fsync {
+		return fsys.SyncDir(dir)
+	}
+	return nil
+}
+
+// renameWritten is writeFileAtomic without the directory fsync, for a
+// caller that fsyncs dir afterwards anyway: until then a crash leaves
+// either the old file or the new one.
+func renameWritten(fsys vfs.FS, dir, name string, data []byte, fsync bool) error {
 	tmp := filepath.Join(dir, name+tempSuffix)
 	path := filepath.Join(dir, name)
 	err := writeFileSynced(fsys, tmp, data, fsync)
@@ -71,9 +84,6 @@ func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte, fsync bool) err
 	if err != nil {
 		_ = fsys.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if fsync {
-		return fsys.SyncDir(dir)
 	}
 	return nil
 }

@@ -54,8 +54,8 @@ func TestPowerLoss(t *testing.T) {
 		w.fs.Restart(w.rng)
 		w.recover()
 	}
-	t.Logf("%d power cuts: %d mid-workload, %d records acknowledged, %d partitions, %d cleans, %d torn tails truncated",
-		cuts, w.stats.midRun, w.stats.acked, len(w.parts), w.stats.cleans, w.stats.truncated)
+	t.Logf("%d power cuts: %d mid-workload, %d records acknowledged, %d partitions, %d cleans, %d clean stops, %d torn tails truncated",
+		cuts, w.stats.midRun, w.stats.acked, len(w.parts), w.stats.cleans, w.stats.closes, w.stats.truncated)
 }
 
 const (
@@ -76,7 +76,7 @@ type powerLoss struct {
 	// made, so that cut points spread over a whole run.
 	changesPerRun int64
 	stats         struct {
-		midRun, acked, cleans, truncated int
+		midRun, acked, cleans, truncated, closes int
 	}
 }
 
@@ -194,8 +194,10 @@ func (w *powerLoss) workload() bool {
 			ok = w.clean(p)
 		case r < 96:
 			ok = w.epochCheckpoint(p)
-		default:
+		case r < 98:
 			ok = w.producerSnapshot(p)
+		default:
+			ok = w.closeReopen(p)
 		}
 		if !ok {
 			return false
@@ -320,9 +322,36 @@ func (w *powerLoss) epochCheckpoint(p *plPartition) bool {
 
 func (w *powerLoss) producerSnapshot(p *plPartition) bool {
 	end := p.log.LogEndOffset()
-	err := p.log.WriteProducerSnapshot(end, []ProducerSnapshotEntry{{ProducerID: int64(w.cycle), Epoch: 1,
-		LastSequence: int32(p.serial), LastOffset: end - 1, Timestamp: 1, CurrentTxnFirstOffset: -1}})
+	err := p.log.WriteProducerSnapshot(end, w.snapshotEntries(p, end))
 	return !w.failed("producer snapshot of "+p.dir, err)
+}
+
+func (w *powerLoss) snapshotEntries(p *plPartition, end int64) []ProducerSnapshotEntry {
+	return []ProducerSnapshotEntry{{ProducerID: int64(w.cycle), Epoch: 1,
+		LastSequence: int32(p.serial), LastOffset: end - 1, Timestamp: 1, CurrentTxnFirstOffset: -1}}
+}
+
+// closeReopen stops the log as a stopping broker does (with its producer
+// snapshot) and opens it again, from the clean stop's record: a close
+// that returns has made every record durable, and what the reopened log
+// holds is checked as after a cut.
+func (w *powerLoss) closeReopen(p *plPartition) bool {
+	end := p.log.LogEndOffset()
+	if w.failed("close "+p.dir, p.log.CloseWithProducerSnapshot(w.snapshotEntries(p, end))) {
+		return false
+	}
+	for o := p.acked; o < end; o++ {
+		w.stats.acked++
+	}
+	p.acked = max(p.acked, end)
+	l, err := Open(w.options(p.dir))
+	if w.failed("reopen "+p.dir, err) {
+		return false
+	}
+	p.log = l
+	w.stats.closes++
+	w.check(p)
+	return true
 }
 
 // recover reopens every partition from what survived the cut and checks it.

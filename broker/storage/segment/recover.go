@@ -129,7 +129,7 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
-	clean, wasClean, err := takeCleanStop(fsys, dir)
+	clean, hadRecord, wasClean, err := readCleanStop(fsys, dir)
 	if err != nil {
 		return err
 	}
@@ -206,6 +206,11 @@ func (l *Log) recover() error {
 	}
 
 	if len(kept) == 0 {
+		if hadRecord {
+			if err := dropCleanStop(fsys, dir); err != nil {
+				return err
+			}
+		}
 		s, err := createSegment(fsys, dir, 0)
 		if err != nil {
 			return err
@@ -233,9 +238,15 @@ func (l *Log) recover() error {
 				return err
 			}
 		}
+		l.cleanHeld = trusted
 		if !trusted {
 			if wasClean {
 				l.logger.Info("clean stop record does not match the active segment; recovering it", "dir", dir, "base_offset", last)
+			}
+			if hadRecord {
+				if err := dropCleanStop(fsys, dir); err != nil {
+					return err
+				}
 			}
 			s, err = l.recoverActive(last, sizes[last])
 			changed = true // the active indexes were rewritten
@@ -491,6 +502,8 @@ func (l *Log) recoverActive(base, size int64) (*segment, error) {
 	if st.txnN, err = l.rebuildTxnIndex(s, st.size, l.segs); err != nil {
 		return s, err
 	}
+	// Rewritten and not yet durable: the next Sync or Close fsyncs it.
+	l.txnGen++
 	s.st = st
 	s.releaseIndexes() // in memory until the roll; the txn index reopens at its next marker
 	return s, nil
