@@ -640,12 +640,17 @@ func csvStats(out string) (map[string]float64, error) {
 	return nil, fmt.Errorf("no summary in:\n%s", out)
 }
 
-// consumeKcat times kcat reading topic from the start to its end. It
-// prints one byte a record rather than the empty format, so the
-// run shows it read every record.
+// consumeKcat times kcat reading topic from the start until it has all n
+// records. It prints one byte a record rather than the empty
+// format, so the run shows it read every record. It stops at the count
+// (-c), as the franz-go and Java consumers do, not at the end of the
+// partitions (-e): librdkafka learns of the end only from a fetch that
+// finds no data, which every broker holds for fetch.wait.max.ms (500 ms),
+// and that wait was two thirds of a 256 MiB run on both brokers
+// (performance.md, "kcat: half a second at the end").
 func consumeKcat(ctx context.Context, addr, topic string, n int) (runResult, error) {
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, "kcat", "-b", addr, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", ".").Output()
+	out, err := exec.CommandContext(ctx, "kcat", "-b", addr, "-C", "-t", topic, "-o", "beginning", "-c", strconv.Itoa(n), "-q", "-f", ".").Output()
 	elapsed := time.Since(start)
 	if err != nil {
 		return runResult{}, fmt.Errorf("kcat: %w", err)
