@@ -763,7 +763,9 @@ func (l *Log) closeActive(snapshot bool, entries []ProducerSnapshotEntry) error 
 	if snapshot {
 		var err error
 		if wrote, err = l.writeEndSnapshot(entries); err != nil {
-			return err
+			// Costs only a longer replay at the next open, as any
+			// snapshot's failure does; the clean stop still counts.
+			l.logger.Warn("write producer snapshot", "dir", l.opts.Dir, "offset", l.end, "error", err)
 		}
 	}
 	if l.cleanHeld {
