@@ -177,6 +177,21 @@ func (c *Coordinator) get(id string) *entry {
 	return c.txns[id]
 }
 
+// locked is id's entry with its mu held, or nil: there is none, or
+// RemoveExpired marked it Dead between the lookup and the lock.
+func (c *Coordinator) locked(id string) *entry {
+	e := c.get(id)
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	if e.t.State == Dead {
+		e.mu.Unlock()
+		return nil
+	}
+	return e
+}
+
 func (c *Coordinator) nowMs() int64 { return c.clock.Now().UnixMilli() }
 
 // save writes next for e (held) and adopts it; a failed write changes
@@ -368,11 +383,10 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 	if id == "" {
 		return nil, kerr.InvalidRequest
 	}
-	e := c.get(id)
+	e := c.locked(id)
 	if e == nil {
 		return nil, kerr.InvalidProducerIDMapping
 	}
-	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
 	case e.t.ProducerID != producerID:
@@ -405,11 +419,10 @@ func (c *Coordinator) join(ctx context.Context, id string, producerID int64, epo
 	if id == "" {
 		return kerr.InvalidRequest
 	}
-	e := c.get(id)
+	e := c.locked(id)
 	if e == nil {
 		return kerr.InvalidProducerIDMapping
 	}
-	e.mu.Lock()
 	defer e.mu.Unlock()
 	c.awaitCompletion(ctx, e, producerID, epoch)
 	if err := checkProducer(e, producerID, epoch); err != nil {
@@ -431,11 +444,10 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, id string, producerID i
 	if id == "" {
 		return kerr.InvalidRequest
 	}
-	e := c.get(id)
+	e := c.locked(id)
 	if e == nil {
 		return kerr.InvalidProducerIDMapping
 	}
-	e.mu.Lock()
 	defer e.mu.Unlock()
 	if implicit {
 		c.awaitCompletion(ctx, e, producerID, epoch)
@@ -481,11 +493,10 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 	if id == "" {
 		return -1, -1, kerr.InvalidRequest
 	}
-	e := c.get(id)
+	e := c.locked(id)
 	if e == nil {
 		return -1, -1, kerr.InvalidProducerIDMapping
 	}
-	e.mu.Lock()
 	defer e.mu.Unlock()
 	if clientVersion >= 2 {
 		// An EndTxn at the epoch the previous end handed out, while that
@@ -741,11 +752,10 @@ func (c *Coordinator) entries() []*entry {
 
 // Describe returns id's state (DescribeTransactions).
 func (c *Coordinator) Describe(id string) (Txn, bool) {
-	e := c.get(id)
+	e := c.locked(id)
 	if e == nil {
 		return Txn{}, false
 	}
-	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.t.Epoch == -1 && e.t.State == Empty {
 		return Txn{}, false // created by an InitProducerId whose write failed
