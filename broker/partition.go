@@ -244,16 +244,10 @@ func (p *partition) closeLog(snapshot bool) error {
 		return nil
 	}
 	p.closed = true
-	if c, ok := p.log.(snapshotClosingLog); ok && snapshot {
-		return c.CloseWithProducerSnapshot(p.producers.snapshotEntries())
-	}
-	if err := p.log.Close(); err != nil {
-		return err
-	}
 	if snapshot {
-		p.writeSnapshot(p.log.LogEndOffset())
+		return p.log.CloseWithProducerSnapshot(p.producers.snapshotEntries())
 	}
-	return nil
+	return p.log.Close()
 }
 
 // removeDir deletes a dropped partition's log (storage.Dir.RemovePartition);

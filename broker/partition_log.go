@@ -69,6 +69,10 @@ type partitionLog interface {
 	ReadEpochCheckpoint() (entries []segment.EpochEntry, ok bool, err error)
 
 	Close() error
+	// CloseWithProducerSnapshot is Close for a clean stop: it also
+	// stores the producer snapshot as of the log end, which the segment
+	// engine writes within the close's own fsyncs.
+	CloseWithProducerSnapshot(entries []segment.ProducerSnapshotEntry) error
 }
 
 // segmentedLog is a log kept as segments rolled at segment.bytes and
@@ -82,13 +86,6 @@ type segmentedLog interface {
 	SetSegmentLimits(segmentBytes, segmentMs int64)
 }
 
-// snapshotClosingLog is a log that writes the producer snapshot of a clean
-// close with the close itself, sharing its fsyncs (a clean stop closes
-// every partition).
-type snapshotClosingLog interface {
-	CloseWithProducerSnapshot(entries []segment.ProducerSnapshotEntry) error
-}
-
 // compactableLog is a log the cleaner can compact (cleaner.go).
 type compactableLog interface {
 	CleanerCheckpoint() int64
@@ -98,11 +95,10 @@ type compactableLog interface {
 
 // The segment engine has every capability.
 var (
-	_ partitionLog       = (*segment.Log)(nil)
-	_ segmentedLog       = (*segment.Log)(nil)
-	_ compactableLog     = (*segment.Log)(nil)
-	_ archivable         = (*segment.Log)(nil)
-	_ snapshotClosingLog = (*segment.Log)(nil)
+	_ partitionLog   = (*segment.Log)(nil)
+	_ segmentedLog   = (*segment.Log)(nil)
+	_ compactableLog = (*segment.Log)(nil)
+	_ archivable     = (*segment.Log)(nil)
 )
 
 // activeBase is the base offset of the segment appends go to, or -1 when

@@ -169,18 +169,14 @@ func (c *Coordinator) Start(ctx context.Context) {
 // state after the markers.
 func (c *Coordinator) Settle() { c.bg.Wait() }
 
-// get is id's entry. One in txns is never Dead: RemoveExpired takes it
-// out before marking it so (its state is e.mu's, not c.mu's to read).
-func (c *Coordinator) get(id string) *entry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.txns[id]
-}
-
 // locked is id's entry with its mu held, or nil: there is none, or
-// RemoveExpired marked it Dead between the lookup and the lock.
+// RemoveExpired marked it Dead between the lookup and the lock (it takes
+// an entry out of txns before marking it, and the state is e.mu's to read,
+// not c.mu's).
 func (c *Coordinator) locked(id string) *entry {
-	e := c.get(id)
+	c.mu.Lock()
+	e := c.txns[id]
+	c.mu.Unlock()
 	if e == nil {
 		return nil
 	}

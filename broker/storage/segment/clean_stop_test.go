@@ -97,21 +97,12 @@ func TestCleanStopTrustedOnlyUntilWritten(t *testing.T) {
 	// (Kafka too trusts a cleanly stopped segment). This is how the test
 	// sees that no scan ran.
 	writeAt(t, logPath, []byte{0xff}, size-5)
-	opened := func() *Log {
-		t.Helper()
-		l, err := Open(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		return l
-	}
-	l := opened()
+	l := openTest(t, opts)
 	if got := activeState(l).size; got != size {
 		t.Fatalf("after a clean stop the active segment is %d bytes, want all %d (no scan)", got, size)
 	}
 	// A crash (no Close) before any write: the record still holds.
-	l = opened()
+	l = openTest(t, opts)
 	if got := activeState(l).size; got != size {
 		t.Fatalf("after a crash that changed nothing the active segment is %d bytes, want all %d (no scan)", got, size)
 	}

@@ -262,11 +262,14 @@ func (w *powerLoss) sync(p *plPartition) bool {
 	if w.failed("sync "+p.dir, err) {
 		return false
 	}
-	for o := p.acked; o < end; o++ {
-		w.stats.acked++
-	}
-	p.acked = max(p.acked, end)
+	w.acknowledged(p, end)
 	return true
+}
+
+// acknowledged records that every offset below end is durable.
+func (w *powerLoss) acknowledged(p *plPartition, end int64) {
+	w.stats.acked += int(max(end-p.acked, 0))
+	p.acked = max(p.acked, end)
 }
 
 func (w *powerLoss) deleteRecords(p *plPartition) bool {
@@ -340,10 +343,7 @@ func (w *powerLoss) closeReopen(p *plPartition) bool {
 	if w.failed("close "+p.dir, p.log.CloseWithProducerSnapshot(w.snapshotEntries(p, end))) {
 		return false
 	}
-	for o := p.acked; o < end; o++ {
-		w.stats.acked++
-	}
-	p.acked = max(p.acked, end)
+	w.acknowledged(p, end)
 	l, err := Open(w.options(p.dir))
 	if w.failed("reopen "+p.dir, err) {
 		return false

@@ -205,19 +205,10 @@ func (l *Log) recover() error {
 		changed = true
 	}
 
-	if len(kept) == 0 {
-		if hadRecord {
-			if err := dropCleanStop(fsys, dir); err != nil {
-				return err
-			}
-		}
-		s, err := createSegment(fsys, dir, 0)
-		if err != nil {
-			return err
-		}
-		l.segs = append(l.segs, s)
-		changed = true
-	} else {
+	// The active segment: as the clean stop's record says, if nothing was
+	// changed above and its files match the record; otherwise scanned.
+	var active *segment
+	if len(kept) > 0 {
 		for i, base := range kept[:len(kept)-1] {
 			s, rebuilt, err := l.openSealed(base, sizes[base], kept[i+1])
 			if s != nil {
@@ -228,35 +219,33 @@ func (l *Log) recover() error {
 			}
 			changed = changed || rebuilt
 		}
-		last := kept[len(kept)-1]
-		var s *segment
-		trusted := false
 		if wasClean && !changed {
-			// Nothing was changed above, so the files are as the clean stop
-			// left them if they match its record.
-			if s, trusted, err = l.openCleanActive(clean, last, sizes[last]); err != nil {
+			if active, l.cleanHeld, err = l.openCleanActive(clean, kept[len(kept)-1], sizes[kept[len(kept)-1]]); err != nil {
 				return err
 			}
 		}
-		l.cleanHeld = trusted
-		if !trusted {
-			if wasClean {
-				l.logger.Info("clean stop record does not match the active segment; recovering it", "dir", dir, "base_offset", last)
-			}
-			if hadRecord {
-				if err := dropCleanStop(fsys, dir); err != nil {
-					return err
-				}
-			}
-			s, err = l.recoverActive(last, sizes[last])
-			changed = true // the active indexes were rewritten
-		}
-		if s != nil {
-			l.segs = append(l.segs, s)
-		}
-		if err != nil {
+	}
+	// A record not trusted goes, durably, before anything below writes.
+	if hadRecord && !l.cleanHeld {
+		l.logger.Info("clean stop record does not match the active segment; recovering it", "dir", dir)
+		if err := dropCleanStop(fsys, dir); err != nil {
 			return err
 		}
+	}
+	switch {
+	case len(kept) == 0:
+		active, err = createSegment(fsys, dir, 0)
+		changed = true
+	case !l.cleanHeld:
+		last := kept[len(kept)-1]
+		active, err = l.recoverActive(last, sizes[last])
+		changed = true // the active indexes were rewritten
+	}
+	if active != nil {
+		l.segs = append(l.segs, active)
+	}
+	if err != nil {
+		return err
 	}
 	reset, err := l.loadStart()
 	if err != nil {

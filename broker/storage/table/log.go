@@ -512,6 +512,18 @@ func (l *Log) Close() error {
 	return err
 }
 
+// CloseWithProducerSnapshot closes the log and stores the producer
+// snapshot as of its end, as the broker's clean shutdown does.
+func (l *Log) CloseWithProducerSnapshot(entries []segment.ProducerSnapshotEntry) error {
+	if err := l.Close(); err != nil {
+		return err
+	}
+	if err := l.WriteProducerSnapshot(l.LogEndOffset(), entries); err != nil {
+		return fmt.Errorf("producer snapshot at close: %w", err)
+	}
+	return nil
+}
+
 // SetupConn prepares a new connection of the pool the logs use (the
 // pool's AfterConnect): it gives the session a replication origin of its
 // own (kafgres.log_session_origin), by which the output plugin drops the
