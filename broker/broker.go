@@ -30,7 +30,7 @@ import (
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
 // tables this broker reads and writes.
-const SchemaVersion = "0.9.0"
+const SchemaVersion = "0.10.0"
 
 // Broker is one running kafgres broker.
 type Broker struct {
@@ -168,6 +168,7 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 		MaxSessionTimeout:     cfg.GroupMaxSessionTimeout,
 		MaxSize:               cfg.GroupMaxSize,
 		Topics:                b.groupTopics,
+		Store:                 meta,
 	}, log.With("component", "groups"))
 
 	b.meta = meta
@@ -194,8 +195,18 @@ func open(ctx context.Context, cfg Config, meta metadataStore, log *slog.Logger)
 	if err := b.startTxnCoordinator(ctx); err != nil {
 		return nil, err
 	}
-	// Groups live in memory, but a group with committed offsets exists for
-	// Kafka tools across restarts (Empty until its members rejoin).
+	// The groups as last stored, then, Empty, those known only from their
+	// committed offsets (committed with a plain OffsetCommit by no member).
+	stored, err := meta.LoadGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for name, value := range stored {
+		if err := b.groups.Restore(name, value); err != nil {
+			// Not a record we wrote; its members rejoin as new ones.
+			log.Warn("ignoring stored group", "group", name, "err", err)
+		}
+	}
 	groups, err := meta.OffsetGroups(ctx)
 	if err != nil {
 		return nil, err

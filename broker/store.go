@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/kafgres/kafgres/broker/coordinator"
 	"github.com/kafgres/kafgres/broker/coordinator/txn"
 	"github.com/kafgres/kafgres/broker/metadata"
 	"github.com/kafgres/kafgres/security/acl"
@@ -14,6 +15,7 @@ import (
 type metadataStore interface {
 	catalogStore
 	offsetStore
+	groupStore
 	aclStore
 	txn.Store // the transaction coordinator's state (metadata/transactions.go)
 	ClusterID(ctx context.Context) (string, error)
@@ -78,6 +80,13 @@ type aclStore interface {
 	WatchACLs(ctx context.Context, changed func(context.Context) error)
 	CreateACLs(ctx context.Context, bindings []acl.Binding) error
 	DeleteACLs(ctx context.Context, bindings []acl.Binding) error
+}
+
+// groupStore holds the classic groups' records (kafgres.consumer_group),
+// which the group coordinator writes and the broker restores at start.
+type groupStore interface {
+	coordinator.Store
+	LoadGroups(ctx context.Context) (map[string][]byte, error)
 }
 
 // offsetStore holds the offsets groups commit.

@@ -12,8 +12,16 @@ package coordinator
 // pending sync) run their callbacks under it. A JoinGroup or SyncGroup that
 // has to wait parks a buffered channel on its member and waits on it outside
 // the lock, so a rebalance blocks only the connections taking part in it.
-// State lives in memory only: after a restart members get UNKNOWN_MEMBER_ID
-// and rejoin, as after a Kafka coordinator failover.
+//
+// What Kafka writes to __consumer_offsets as the group's metadata is stored
+// (Config.Store) at the same points: when a rebalance completes, before any
+// member hears its assignment, and when the group becomes Empty. A
+// restarted broker restores the groups from it (Restore), so members keep
+// their ids, generation and assignment, as after a Kafka coordinator
+// failover. Generations must never go back: cooperative assignors settle
+// two members' claims to one partition by the generation each claims it
+// in (KIP-792), and a member that owned it before a restart would win over
+// its current owner with a generation from before the restart.
 
 import (
 	"bytes"
@@ -53,7 +61,22 @@ type Config struct {
 	// Clock runs the session, rebalance and delay timers; nil: the real
 	// clock. Tests pass a fake one to step through timeouts.
 	Clock Clock
+	// Store keeps each classic group's durable state; nil: none, the
+	// groups live in memory only.
+	Store Store
 }
+
+// Store keeps each classic group's record: the bytes of Kafka's
+// GroupMetadataValue, as Kafka writes them to __consumer_offsets. It is
+// called under the group's lock.
+type Store interface {
+	SaveGroup(ctx context.Context, group string, value []byte) error
+	DeleteGroup(ctx context.Context, group string) error
+}
+
+// storeTimeout bounds one write of a group's record (Kafka's
+// offsets.commit.timeout.ms); the group's other requests wait for it.
+const storeTimeout = 5 * time.Second
 
 // Groups is the coordinator for every group: classic groups here, consumer
 // groups (KIP-848) in consumer_groups.go. One group id names one group of
@@ -673,6 +696,13 @@ func (g *group) replaceStatic(oldID, newID string, req JoinRequest) (JoinResult,
 
 	switch g.state {
 	case groupStable:
+		if err := g.persist(); err != nil {
+			// The stored member id would fence the new one after a
+			// restart; a rebalance stores the group again.
+			g.gs.log.Warn("store replaced static member", "group", g.name, "member", newID, "err", err)
+			g.maybeRebalance("error storing static member " + newID)
+			break
+		}
 		if g.selectProtocol() == g.protocol {
 			r := g.currentJoinResult(m, g.leader == newID)
 			// The leader already assigned this generation; it must not
@@ -799,6 +829,9 @@ func (g *group) completeJoin() {
 		g.transition(groupEmpty)
 		g.clearPendingSync()
 		g.gs.log.Info("group is empty", "group", g.name, "generation", g.generation)
+		if err := g.persist(); err != nil {
+			g.gs.log.Warn("store empty group", "group", g.name, "generation", g.generation, "err", err)
+		}
 		return
 	}
 	g.protocol = g.selectProtocol()
@@ -1013,6 +1046,14 @@ func (g *group) sync(req SyncRequest) (SyncResult, chan SyncResult) {
 		if m.id == g.leader {
 			for _, id := range g.order {
 				g.members[id].assignment = req.Assignments[id] // missing: empty
+			}
+			if err := g.persist(); err != nil {
+				// As Kafka: nobody learns an assignment that a restart
+				// could forget; the members rejoin.
+				g.gs.log.Error("store group assignment", "group", g.name, "generation", g.generation, "err", err)
+				g.propagateSync(kerr.CoordinatorNotAvailable)
+				g.prepareRebalance("error storing the group assignment")
+				return SyncResult{}, ch
 			}
 			g.transition(groupStable)
 			g.propagateSync(nil)
@@ -1235,6 +1276,17 @@ func (gs *Groups) List() []GroupListing {
 func (gs *Groups) Delete(group string) *kerr.Error {
 	if ok, err := gs.deleteConsumer(group); ok {
 		return err
+	}
+	// The record goes first, under the group's lock alone (gs.mu is
+	// taken before a group's lock, and not held over a write): a group
+	// that gets members meanwhile stores itself again when its rebalance
+	// completes, and is answered NON_EMPTY_GROUP below.
+	if g := gs.lookup(group, false); g != nil {
+		err := g.unstore()
+		g.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()

@@ -13,7 +13,11 @@ import (
 
 const testInitialDelay = 20 * time.Millisecond
 
-func testGroups() (*Groups, *fakeClock) {
+func testGroups() (*Groups, *fakeClock) { return storedGroups(nil) }
+
+// storedGroups is a coordinator on a fake clock that stores its groups in
+// st (nil: nowhere).
+func storedGroups(st Store) (*Groups, *fakeClock) {
 	clk := &fakeClock{}
 	return New(Config{
 		InitialRebalanceDelay: testInitialDelay,
@@ -21,6 +25,7 @@ func testGroups() (*Groups, *fakeClock) {
 		MaxSessionTimeout:     time.Minute,
 		MaxSize:               1 << 30,
 		Clock:                 clk,
+		Store:                 st,
 	}, slog.New(slog.NewTextHandler(io.Discard, nil))), clk
 }
 

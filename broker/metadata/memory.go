@@ -25,6 +25,7 @@ type Memory struct {
 	brokerNode map[int32]map[string]string
 	cluster    map[string]string
 	offsets    map[string]map[TopicPartition]CommittedOffset
+	groups     map[string][]byte // kafgres.consumer_group
 	features   map[string]int16
 	quotas     map[string]Quota // by entity and key
 	producerID int64

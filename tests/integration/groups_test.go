@@ -532,3 +532,66 @@ func errorsIs(err error, want *kerr.Error) bool {
 	ke, ok := err.(*kerr.Error)
 	return ok && ke == want
 }
+
+// TestGroupSurvivesBrokerRestart: a group's members, generation and
+// assignments outlive a kill -9 of the broker, as they outlive a Kafka
+// coordinator failover: the member heartbeats on at its generation and gets
+// its assignment again, and the next rebalance continues the generation.
+// Were the group forgotten, a cooperative member that rejoined with the
+// partitions it owned before the restart would claim them at a generation
+// higher than their current owner's, and take them back at its stale
+// position (KIP-792): records processed twice.
+func TestGroupSurvivesBrokerRestart(t *testing.T) {
+	c := harness.Start(t)
+	const group = "survives"
+	cl := newMemberClient(t, c.Addr)
+	first := raw[*kmsg.JoinGroupResponse](t, cl, joinReq(group, "", nil, 30000))
+	j := raw[*kmsg.JoinGroupResponse](t, cl, joinReq(group, first.MemberID, nil, 30000))
+	if j.ErrorCode != 0 {
+		t.Fatalf("join: %v", kerr.ErrorForCode(j.ErrorCode))
+	}
+	if s := raw[*kmsg.SyncGroupResponse](t, cl, syncReq(group, j.MemberID, nil, j.Generation, map[string]string{j.MemberID: "mine"})); s.ErrorCode != 0 {
+		t.Fatalf("sync: %v", kerr.ErrorForCode(s.ErrorCode))
+	}
+
+	c.WaitBroker(t, c.KillBroker(t), 30*time.Second)
+	cl2 := newMemberClient(t, c.Addr)
+	if code := heartbeat(t, cl2, group, j.MemberID, nil, j.Generation); code != 0 {
+		t.Fatalf("heartbeat after the restart: %v", kerr.ErrorForCode(code))
+	}
+	d := describeGroup(t, cl2, group)
+	if d.State != "Stable" || len(d.Members) != 1 || d.Members[0].MemberID != j.MemberID || string(d.Members[0].MemberAssignment) != "mine" {
+		t.Fatalf("group after the restart: %+v", d)
+	}
+	if s := raw[*kmsg.SyncGroupResponse](t, cl2, syncReq(group, j.MemberID, nil, j.Generation, nil)); s.ErrorCode != 0 || string(s.MemberAssignment) != "mine" {
+		t.Fatalf("sync after the restart: %v %q", kerr.ErrorForCode(s.ErrorCode), s.MemberAssignment)
+	}
+
+	// A newcomer: the member rejoins, and both are in the next generation.
+	other := newMemberClient(t, c.Addr)
+	o1 := raw[*kmsg.JoinGroupResponse](t, other, joinReq(group, "", nil, 30000))
+	type joined struct {
+		r   *kmsg.JoinGroupResponse
+		err error
+	}
+	ch := make(chan joined, 1)
+	go func() {
+		r, err := rawAsync[*kmsg.JoinGroupResponse](other, joinReq(group, o1.MemberID, nil, 30000))
+		ch <- joined{r, err}
+	}()
+	harness.Eventually(t, 10*time.Second, func() error {
+		if code := heartbeat(t, cl2, group, j.MemberID, nil, j.Generation); code != kerr.RebalanceInProgress.Code {
+			return fmt.Errorf("heartbeat while a member joins: %v", kerr.ErrorForCode(code))
+		}
+		return nil
+	})
+	again := raw[*kmsg.JoinGroupResponse](t, cl2, joinReq(group, j.MemberID, nil, 30000))
+	n := <-ch
+	if n.err != nil {
+		t.Fatal(n.err)
+	}
+	if again.ErrorCode != 0 || n.r.ErrorCode != 0 || again.Generation != j.Generation+1 || n.r.Generation != j.Generation+1 {
+		t.Fatalf("rebalance after the restart: generations %d and %d (errors %v, %v), want %d",
+			again.Generation, n.r.Generation, kerr.ErrorForCode(again.ErrorCode), kerr.ErrorForCode(n.r.ErrorCode), j.Generation+1)
+	}
+}
