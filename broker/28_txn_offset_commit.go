@@ -64,7 +64,10 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, cc *conn, req *kmsg.T
 	case req.Group == "" || len(req.Group) > maxCommitGroupID:
 		whole = kerr.InvalidGroupID
 	}
-	var groupErr error
+	var (
+		groupErr   *kerr.Error
+		checkGroup func() *kerr.Error
+	)
 	if whole == nil {
 		var parts []coordinator.TopicPartition
 		for _, rt := range req.Topics {
@@ -74,16 +77,18 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, cc *conn, req *kmsg.T
 				}
 			}
 		}
-		if ok, err := b.groups.ConsumerCommitAllowed(req.Group, member, generation, 10, parts); ok {
-			if err != nil {
-				groupErr = err
+		checkGroup = func() *kerr.Error {
+			if ok, err := b.groups.ConsumerCommitAllowed(req.Group, member, generation, 10, parts); ok {
+				return err
 			}
-		} else if err := b.groups.CommitAllowed(req.Group, member, instance, generation); err != nil {
-			groupErr = err
+			err := b.groups.CommitAllowed(req.Group, member, instance, generation)
 			if err == kerr.GroupIDNotFound {
-				groupErr = kerr.IllegalGeneration
+				return kerr.IllegalGeneration
 			}
+			ke, _ := err.(*kerr.Error) // nil or a Kafka error
+			return ke
 		}
+		groupErr = checkGroup()
 	}
 
 	type slot struct{ topic, part int }
@@ -134,7 +139,12 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, cc *conn, req *kmsg.T
 		return resp, nil
 	}
 	implicit := req.Version >= 5 && b.transactionVersion() >= 2
-	err := b.txns.CommitOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offs, implicit)
+	// The group is checked again once the offsets are pending: a
+	// rebalance that completed in between, without this member, has
+	// answered the new owner's OffsetFetch, and the offsets must not
+	// become committed behind it (Kafka checks and records them in one
+	// step of the group's coordinator).
+	err := b.txns.CommitOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offs, implicit, checkGroup)
 	switch {
 	case err == kerr.ProducerFenced:
 		err = kerr.InvalidProducerEpoch // as Kafka's verification answers it

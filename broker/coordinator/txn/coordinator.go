@@ -436,7 +436,9 @@ func (c *Coordinator) join(ctx context.Context, id string, producerID int64, epo
 // the group to the transaction as AddOffsetsToTxn would; otherwise the
 // group must have been added (KIP-890 part 1 verification):
 // TRANSACTION_ABORTABLE if not. A fenced producer gets PRODUCER_FENCED.
-func (c *Coordinator) CommitOffsets(ctx context.Context, id string, producerID int64, epoch int16, group string, offs []Offset, implicit bool) *kerr.Error {
+// recheck (nil: none) runs once the offsets are pending, before they are
+// written; its error leaves them out and is the answer.
+func (c *Coordinator) CommitOffsets(ctx context.Context, id string, producerID int64, epoch int16, group string, offs []Offset, implicit bool, recheck func() *kerr.Error) *kerr.Error {
 	if id == "" {
 		return kerr.InvalidRequest
 	}
@@ -465,17 +467,43 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, id string, producerID i
 	for i := range offs {
 		offs[i].Group = group
 	}
+	// Pending first: an OffsetFetch from now on answers these partitions
+	// unstable (require_stable), so a check that passes after this point
+	// cannot be overtaken by a rebalance that hands them to another
+	// member, who would read the offsets from before them.
+	var fresh []offsetKey
+	c.mu.Lock()
+	for _, o := range offs {
+		k := offsetKey{group, o.TopicID, o.Partition}
+		if _, ok := e.offsets[k]; !ok && !slices.Contains(fresh, k) {
+			c.pending[k]++
+			fresh = append(fresh, k)
+		}
+	}
+	c.mu.Unlock()
+	release := func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, k := range fresh {
+			if c.pending[k]--; c.pending[k] <= 0 {
+				delete(c.pending, k)
+			}
+		}
+	}
+	if recheck != nil {
+		if err := recheck(); err != nil {
+			release()
+			return err
+		}
+	}
 	if err := c.store.SaveTxnOffsets(ctx, id, producerID, offs); err != nil {
+		release()
 		c.log.Error("write transactional offsets", "transactional_id", id, "group", group, "err", err)
 		return kerr.CoordinatorNotAvailable
 	}
 	c.mu.Lock()
 	for _, o := range offs {
-		k := offsetKey{group, o.TopicID, o.Partition}
-		if _, ok := e.offsets[k]; !ok {
-			c.pending[k]++
-		}
-		e.offsets[k] = o
+		e.offsets[offsetKey{group, o.TopicID, o.Partition}] = o
 	}
 	c.mu.Unlock()
 	return nil

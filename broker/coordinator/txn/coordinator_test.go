@@ -574,9 +574,9 @@ func TestOffsetsAppearOnlyOnCommit(t *testing.T) {
 	ctx := context.Background()
 	pid, e := f.init(t, "t")
 	off := []Offset{{TopicID: 7, Partition: 0, Offset: 42, LeaderEpoch: -1}}
-	wantErr(t, "offsets before AddOffsetsToTxn", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false), kerr.TransactionAbortable)
+	wantErr(t, "offsets before AddOffsetsToTxn", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false, nil), kerr.TransactionAbortable)
 	wantErr(t, "add offsets", f.c.AddOffsets(ctx, "t", pid, e, "g", 1), nil)
-	wantErr(t, "offsets", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false), nil)
+	wantErr(t, "offsets", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false, nil), nil)
 	if !f.c.PendingOffset("g", 7, 0) || f.c.PendingOffset("g", 7, 1) {
 		t.Fatal("pending offset not reported")
 	}
@@ -600,7 +600,7 @@ func TestOffsetsAppearOnlyOnCommit(t *testing.T) {
 	}
 	// An aborted transaction's offsets never appear.
 	off[0].Offset = 99
-	wantErr(t, "implicit add (TV2)", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, true), nil)
+	wantErr(t, "implicit add (TV2)", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, true, nil), nil)
 	_, _, err = f.c.EndTxn(ctx, "t", pid, e, false, 1)
 	wantErr(t, "abort", err, nil)
 	f.c.Settle()
@@ -655,7 +655,7 @@ func TestAwaitOffsetsWaitsForCompletion(t *testing.T) {
 	off := []Offset{{TopicID: 7, Partition: 0, Offset: 42, LeaderEpoch: -1}}
 	wantErr(t, "add", f.c.AddPartitions(ctx, "t", pid, e, []Partition{tp0}, 1), nil)
 	wantErr(t, "add offsets", f.c.AddOffsets(ctx, "t", pid, e, "g", 1), nil)
-	wantErr(t, "offsets", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false), nil)
+	wantErr(t, "offsets", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false, nil), nil)
 	start := time.Now()
 	f.c.AwaitOffsets(ctx, "g") // ongoing: no wait
 	if took := time.Since(start); took > 500*time.Millisecond {
@@ -683,5 +683,38 @@ func TestAwaitOffsetsWaitsForCompletion(t *testing.T) {
 	}
 	if o, ok := f.store.committed[offsetKey{"g", 7, 0}]; !ok || o.Offset != 42 {
 		t.Fatalf("committed %+v, %v", o, ok)
+	}
+}
+
+// The group is checked again with the offsets already pending: a member
+// that left meanwhile is refused, and leaves nothing pending or stored;
+// a check that passes saw them pending, so no OffsetFetch between the two
+// checks read the offsets from before them.
+func TestOffsetsPendingBeforeTheGroupRecheck(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	ctx := context.Background()
+	pid, e := f.init(t, "t")
+	wantErr(t, "add offsets", f.c.AddOffsets(ctx, "t", pid, e, "g", 1), nil)
+	off := []Offset{{TopicID: 7, Partition: 0, Offset: 42, LeaderEpoch: -1}}
+	left := func() *kerr.Error {
+		if !f.c.PendingOffset("g", 7, 0) {
+			t.Error("offsets not pending during the recheck")
+		}
+		return kerr.UnknownMemberID
+	}
+	wantErr(t, "offsets of a member gone", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false, left), kerr.UnknownMemberID)
+	if f.c.PendingOffset("g", 7, 0) || len(f.store.pending["t"]) != 0 {
+		t.Fatalf("refused offsets left pending (%v) or stored (%v)", f.c.PendingOffset("g", 7, 0), f.store.pending)
+	}
+	still := func() *kerr.Error {
+		if !f.c.PendingOffset("g", 7, 0) {
+			t.Error("offsets not pending during the recheck")
+		}
+		return nil
+	}
+	wantErr(t, "offsets", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false, still), nil)
+	wantErr(t, "offsets again", f.c.CommitOffsets(ctx, "t", pid, e, "g", off, false, left), kerr.UnknownMemberID)
+	if !f.c.PendingOffset("g", 7, 0) {
+		t.Fatal("a refused second commit released the first one's pending offset")
 	}
 }
