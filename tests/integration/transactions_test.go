@@ -300,7 +300,9 @@ func checkPipelineOutput(t *testing.T, x *txnTarget, topic string) {
 	t.Helper()
 	committed := fetchWhole(t, x, topic, kgo.ReadCommitted())
 	seen := make([]bool, txnInputRecords)
+	at := make([]int64, txnInputRecords)
 	last := map[int32]int{}
+	var dups []string
 	for p, recs := range committed {
 		last[p] = -1
 		for _, r := range recs {
@@ -313,9 +315,10 @@ func checkPipelineOutput(t *testing.T, x *txnTarget, topic string) {
 				t.Fatalf("unexpected output record %q at %d/%d", v, p, r.Offset)
 			}
 			if seen[i] {
-				t.Fatalf("input record %d is in the output twice (again at %d/%d)", i, p, r.Offset)
+				dups = append(dups, fmt.Sprintf("%d at %d/%d and %d/%d", i, p, at[i], p, r.Offset))
+				continue
 			}
-			seen[i] = true
+			seen[i], at[i] = true, r.Offset
 			if int32(i%txnPartitions) != p {
 				t.Fatalf("input record %d (partition %d) went to output partition %d", i, i%txnPartitions, p)
 			}
@@ -324,6 +327,9 @@ func checkPipelineOutput(t *testing.T, x *txnTarget, topic string) {
 			}
 			last[p] = i
 		}
+	}
+	if len(dups) > 0 {
+		t.Fatalf("%d input records are in the output twice: first %s; last %s", len(dups), dups[0], dups[len(dups)-1])
 	}
 	var missing []int
 	for i, ok := range seen {
@@ -521,6 +527,11 @@ func TestTransactionsFranzGroupTransactSession(t *testing.T) {
 	fillInput(t, x.addr, in)
 
 	p := &franzPipeline{addr: x.addr, group: x.name("txn-franz"), in: in, out: out, logf: t.Logf}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("what the workers saw, in order:\n%s", p.history.String())
+		}
+	})
 	workers := map[string]*franzWorker{}
 	start := func(id string) func() {
 		return func() { workers[id] = p.start(x.name("txn-franz-" + id)) }
@@ -574,6 +585,49 @@ type franzPipeline struct {
 	committed            atomic.Int64 // input records in committed transactions
 	aborts               atomic.Int64 // transactions aborted on purpose
 	restarts             atomic.Int64
+	history              eventLog // assignments and transaction ends, for a failure's report
+}
+
+// eventLog collects timestamped lines from several goroutines.
+type eventLog struct {
+	mu    sync.Mutex
+	start time.Time
+	b     strings.Builder
+}
+
+func (l *eventLog) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.start.IsZero() {
+		l.start = time.Now()
+	}
+	fmt.Fprintf(&l.b, "%8.3fs ", time.Since(l.start).Seconds())
+	fmt.Fprintf(&l.b, format, args...)
+	l.b.WriteByte('\n')
+}
+
+func (l *eventLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// inputRanges describes the input offsets of fs per partition, "p0 [a, b]".
+func inputRanges(fs kgo.Fetches) string {
+	lo, hi := map[int32]int64{}, map[int32]int64{}
+	fs.EachRecord(func(r *kgo.Record) {
+		if _, ok := lo[r.Partition]; !ok {
+			lo[r.Partition] = r.Offset
+		}
+		hi[r.Partition] = r.Offset
+	})
+	var parts []string
+	for p := range int32(txnPartitions) {
+		if l, ok := lo[p]; ok {
+			parts = append(parts, fmt.Sprintf("p%d [%d, %d]", p, l, hi[p]))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 type franzWorker struct {
@@ -652,11 +706,24 @@ func (p *franzPipeline) session(ctx context.Context, txnID string) error {
 		kgo.HeartbeatInterval(time.Second),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RetryTimeout(30*time.Second),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			p.history.add("%s: assigned %v", txnID, m[p.in])
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			p.history.add("%s: revoked %v", txnID, m[p.in])
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			p.history.add("%s: lost %v", txnID, m[p.in])
+		}),
 	)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	p.history.add("%s: session starts", txnID)
+	defer func() {
+		s.Close()
+		p.history.add("%s: session closed", txnID)
+	}()
 	for batches := 1; ; batches++ {
 		fs := s.PollRecords(ctx, 300)
 		if ctx.Err() != nil || fs.IsClientClosed() {
@@ -683,6 +750,7 @@ func (p *franzPipeline) session(ctx context.Context, txnID string) error {
 		})
 		perr := e.Err()
 		committed, err := s.End(ctx, kgo.TransactionEndTry(!abort && perr == nil))
+		p.history.add("%s: end of %s: committed %v, error %v", txnID, inputRanges(fs), committed, err)
 		if err != nil {
 			return fmt.Errorf("end (produce error %v): %w", perr, err)
 		}
