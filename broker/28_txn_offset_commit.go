@@ -15,10 +15,13 @@ package broker
 //     adds the group implicitly. A fenced producer: INVALID_PRODUCER_EPOCH;
 //     the wrong producer id: INVALID_PRODUCER_ID_MAPPING;
 //     CONCURRENT_TRANSACTIONS while the previous transaction ends
-//   - the group's rules as OffsetCommit's (08_offset_commit.go): a commit
-//     without generation for an empty or unknown group; otherwise
-//     UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
-//     STALE_MEMBER_EPOCH (consumer groups) as Kafka answers
+//   - the group's rules as OffsetCommit's (08_offset_commit.go), relaxed
+//     as Kafka relaxes them for transactional commits: one without member
+//     and generation (v0-2, or Sarama's v3) is accepted whatever the
+//     group's state, and the group may be waiting for its assignment; a
+//     member's otherwise gets UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+//     ILLEGAL_GENERATION, STALE_MEMBER_EPOCH (consumer groups) as Kafka
+//     answers
 //   - unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (v6 by id:
 //     UNKNOWN_TOPIC_ID); metadata over 4096 bytes: OFFSET_METADATA_TOO_LARGE
 //   - WRITE on the transactional id, else every partition
@@ -81,7 +84,7 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, cc *conn, req *kmsg.T
 			if ok, err := b.groups.ConsumerCommitAllowed(req.Group, member, generation, 10, parts); ok {
 				return err
 			}
-			err := b.groups.CommitAllowed(req.Group, member, instance, generation)
+			err := b.groups.TxnCommitAllowed(req.Group, member, instance, generation)
 			if err == kerr.GroupIDNotFound {
 				return kerr.IllegalGeneration
 			}

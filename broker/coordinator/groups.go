@@ -355,6 +355,21 @@ func (gs *Groups) Ensure(group string) {
 // answers that from OffsetCommit v9 and ILLEGAL_GENERATION below, which the
 // caller maps.
 func (gs *Groups) CommitAllowed(group, memberID string, instanceID *string, generation int32) error {
+	return gs.commitAllowed(group, memberID, instanceID, generation, false)
+}
+
+// TxnCommitAllowed is CommitAllowed for TxnOffsetCommit, whose rules
+// Kafka relaxes (validateOffsetCommit with isTransactional): a commit
+// without member and generation is accepted whatever the group's state,
+// since TxnOffsetCommit before v3 carries neither (and Sarama sends v3
+// without them), and one from a current member is accepted while the
+// group waits for its assignment, the group's state not being enforced
+// for transactional commits.
+func (gs *Groups) TxnCommitAllowed(group, memberID string, instanceID *string, generation int32) error {
+	return gs.commitAllowed(group, memberID, instanceID, generation, true)
+}
+
+func (gs *Groups) commitAllowed(group, memberID string, instanceID *string, generation int32, transactional bool) error {
 	simple := generation < 0 && memberID == "" && instanceID == nil
 	g := gs.lookup(group, generation < 0)
 	if g == nil {
@@ -371,12 +386,12 @@ func (gs *Groups) CommitAllowed(group, memberID string, instanceID *string, gene
 		if generation != g.generation {
 			return kerr.IllegalGeneration
 		}
-	} else if g.state != groupEmpty {
+	} else if !transactional && g.state != groupEmpty {
 		// Without a member id, commits are only accepted while nobody
 		// consumes with the group.
 		return kerr.UnknownMemberID
 	}
-	if g.state == groupCompletingRebalance {
+	if !transactional && g.state == groupCompletingRebalance {
 		return kerr.RebalanceInProgress
 	}
 	return nil

@@ -300,6 +300,28 @@ func TestCommitAllowed(t *testing.T) {
 	if err := gs.CommitAllowed("g", r.MemberID, nil, 7); err != kerr.IllegalGeneration {
 		t.Fatalf("wrong generation: %v", err)
 	}
+
+	// Transactional commits: one without member and generation is taken
+	// from an active group too, and a member's while the group waits for
+	// its assignment; a member's still needs the generation.
+	if err := gs.TxnCommitAllowed("g", "", nil, -1); err != nil {
+		t.Fatalf("transactional commit without member to an active group: %v", err)
+	}
+	if err := gs.TxnCommitAllowed("g", r.MemberID, nil, 7); err != kerr.IllegalGeneration {
+		t.Fatalf("transactional commit at a wrong generation: %v", err)
+	}
+	b := joinAsync(gs, consumerJoin(""))
+	a := joinAsync(gs, consumerJoin(r.MemberID))
+	ra, rb := received(t, a), received(t, b)
+	if ra.Err != nil || rb.Err != nil {
+		t.Fatalf("rejoin: %+v %+v", ra, rb)
+	}
+	if err := gs.CommitAllowed("g", r.MemberID, nil, ra.Generation); err != kerr.RebalanceInProgress {
+		t.Fatalf("commit while the group waits for its assignment: %v", err)
+	}
+	if err := gs.TxnCommitAllowed("g", r.MemberID, nil, ra.Generation); err != nil {
+		t.Fatalf("transactional commit while the group waits for its assignment: %v", err)
+	}
 }
 
 func TestJoinValidation(t *testing.T) {

@@ -436,3 +436,58 @@ func TestGroupClients(t *testing.T) {
 		})
 	}
 }
+
+// TestSaramaTxnOffsetsToActiveGroup: Sarama's consume-transform-produce
+// commits the group's offsets with AddOffsetsToTxn, whose TxnOffsetCommit
+// (v3) names no member and no generation. Kafka takes such a transactional
+// commit while the group has members (its fencing is then the producer's
+// epoch alone); a broker applying OffsetCommit's rule for commits without
+// a member would answer UNKNOWN_MEMBER_ID, and every such pipeline with a
+// running consumer group would fail at CommitTxn.
+func TestSaramaTxnOffsetsToActiveGroup(t *testing.T) {
+	c := harness.Start(t)
+	in, out, group := "sarama-eos-in", "sarama-eos-out", "sarama-eos"
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	m := startSarama(t, "member", c.Addr, group, in)
+	waitStable(t, 1, m)
+
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.MaxVersion
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Transaction.ID = "sarama-eos-txn"
+	cfg.Producer.Transaction.Retry.Max = 5
+	p, err := sarama.NewSyncProducer([]string{c.Addr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.BeginTxn(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: out, Value: sarama.StringEncoder("transformed")}); err != nil {
+		t.Fatal(err)
+	}
+	offsets := map[string][]*sarama.PartitionOffsetMetadata{in: {{Partition: 0, Offset: 7, LeaderEpoch: -1}}}
+	if err := p.AddOffsetsToTxn(offsets, group); err != nil {
+		t.Fatalf("AddOffsetsToTxn with the group active: %v", err)
+	}
+	if err := p.CommitTxn(); err != nil {
+		t.Fatalf("CommitTxn with the group active: %v", err)
+	}
+	adm, cl := txnAdmin(t, c.Addr)
+	defer cl.Close()
+	harness.Eventually(t, 10*time.Second, func() error {
+		offs, err := adm.FetchOffsets(context.Background(), group)
+		if err != nil {
+			return err
+		}
+		if o, ok := offs.Lookup(in, 0); !ok || o.At != 7 {
+			return fmt.Errorf("committed offset of %s/0: %+v (found %v), want 7", in, o, ok)
+		}
+		return nil
+	})
+}
