@@ -84,12 +84,10 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, cc *conn, req *kmsg.T
 			if ok, err := b.groups.ConsumerCommitAllowed(req.Group, member, generation, 10, parts); ok {
 				return err
 			}
-			err := b.groups.TxnCommitAllowed(req.Group, member, instance, generation)
-			if err == kerr.GroupIDNotFound {
-				return kerr.IllegalGeneration
+			if err := b.groups.TxnCommitAllowed(req.Group, member, instance, generation); err != kerr.GroupIDNotFound {
+				return err
 			}
-			ke, _ := err.(*kerr.Error) // nil or a Kafka error
-			return ke
+			return kerr.IllegalGeneration
 		}
 		groupErr = checkGroup()
 	}

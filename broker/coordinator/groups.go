@@ -355,7 +355,10 @@ func (gs *Groups) Ensure(group string) {
 // answers that from OffsetCommit v9 and ILLEGAL_GENERATION below, which the
 // caller maps.
 func (gs *Groups) CommitAllowed(group, memberID string, instanceID *string, generation int32) error {
-	return gs.commitAllowed(group, memberID, instanceID, generation, false)
+	if err := gs.commitAllowed(group, memberID, instanceID, generation, false); err != nil {
+		return err
+	}
+	return nil
 }
 
 // TxnCommitAllowed is CommitAllowed for TxnOffsetCommit, whose rules
@@ -365,11 +368,11 @@ func (gs *Groups) CommitAllowed(group, memberID string, instanceID *string, gene
 // without them), and one from a current member is accepted while the
 // group waits for its assignment, the group's state not being enforced
 // for transactional commits.
-func (gs *Groups) TxnCommitAllowed(group, memberID string, instanceID *string, generation int32) error {
+func (gs *Groups) TxnCommitAllowed(group, memberID string, instanceID *string, generation int32) *kerr.Error {
 	return gs.commitAllowed(group, memberID, instanceID, generation, true)
 }
 
-func (gs *Groups) commitAllowed(group, memberID string, instanceID *string, generation int32, transactional bool) error {
+func (gs *Groups) commitAllowed(group, memberID string, instanceID *string, generation int32, transactional bool) *kerr.Error {
 	simple := generation < 0 && memberID == "" && instanceID == nil
 	g := gs.lookup(group, generation < 0)
 	if g == nil {

@@ -227,7 +227,7 @@ func (l *Log) recover() error {
 	}
 	// A record not trusted goes, durably, before anything below writes.
 	if hadRecord && !l.cleanHeld {
-		l.logger.Info("clean stop record does not match the active segment; recovering it", "dir", dir)
+		l.logger.Info("clean stop record not trusted (unreadable, or the files changed since); recovering the active segment", "dir", dir)
 		if err := dropCleanStop(fsys, dir); err != nil {
 			return err
 		}
