@@ -37,12 +37,12 @@ UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
 INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
 END;
 `
-	produceLine = `SELECT kafgres_produce('pgbench', :aid::text, '{"account": ' || :aid || ', "delta": ' || :delta || '}');
-`
-	selectLine = `SELECT '{"account": ' || :aid || ', "delta": ' || :delta || '}';
-`
+	recordValue   = `'{"account": ' || :aid || ', "delta": ' || :delta || '}'`
+	produceCall   = `kafgres_produce('pgbench', :aid::text, ` + recordValue + `)`
+	produceLine   = "SELECT " + produceCall + ";\n"
+	selectLine    = "SELECT " + recordValue + ";\n"
 	accountSelect = "SELECT abalance FROM pgbench_accounts WHERE aid = :aid;"
-	foldedSelect  = `SELECT abalance, kafgres_produce('pgbench', :aid::text, '{"account": ' || :aid || ', "delta": ' || :delta || '}') FROM pgbench_accounts WHERE aid = :aid;`
+	foldedSelect  = "SELECT abalance, " + produceCall + " FROM pgbench_accounts WHERE aid = :aid;"
 )
 
 var (
@@ -122,20 +122,40 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 		produceFolded
 		arms
 	)
-	dir := b.TempDir() // pgbench reads the scripts itself, as the test's user
 	body := tpcbScript[:len(tpcbScript)-len("END;\n")]
 	first := func(line string) string { return strings.Replace(tpcbScript, "BEGIN;\n", "BEGIN;\n"+line, 1) }
-	scripts := map[arm]string{}
-	for a, text := range map[arm]string{
-		plain: tpcbScript, withSelect: body + selectLine + "END;\n", withProduce: body + produceLine + "END;\n",
-		selectFirst: first(selectLine), produceFirst: first(produceLine),
-		produceFolded: strings.Replace(tpcbScript, accountSelect, foldedSelect, 1),
-	} {
-		if text == tpcbScript && a != plain {
-			b.Fatalf("script of arm %d is the plain one", a)
+	armOf := [arms]struct {
+		name     string // of its tps metric
+		script   string
+		produces bool
+	}{
+		plain:         {"plain", tpcbScript, false},
+		withSelect:    {"with-select", body + selectLine + "END;\n", false},
+		withProduce:   {"with-produce", body + produceLine + "END;\n", true},
+		selectFirst:   {"select-first", first(selectLine), false},
+		produceFirst:  {"produce-first", first(produceLine), true},
+		produceFolded: {"produce-folded", strings.Replace(tpcbScript, accountSelect, foldedSelect, 1), true},
+	}
+	// Each cost is with against base, per round.
+	costs := []struct {
+		metric     string
+		base, with arm
+		rounds     []float64
+	}{
+		{metric: "cost-%", base: plain, with: withProduce},
+		{metric: "kafgres-cost-%", base: withSelect, with: withProduce},
+		{metric: "cost-first-%", base: plain, with: produceFirst},
+		{metric: "kafgres-cost-first-%", base: selectFirst, with: produceFirst},
+		{metric: "cost-folded-%", base: plain, with: produceFolded},
+	}
+	dir := b.TempDir() // pgbench reads the scripts itself, as the test's user
+	var scripts [arms]string
+	for a, am := range armOf {
+		if am.script == tpcbScript && arm(a) != plain {
+			b.Fatalf("script of arm %s is the plain one", am.name)
 		}
 		scripts[a] = filepath.Join(dir, fmt.Sprintf("arm%d.sql", a))
-		if err := os.WriteFile(scripts[a], []byte(text), 0o644); err != nil {
+		if err := os.WriteFile(scripts[a], []byte(am.script), 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -153,7 +173,7 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 			b.Fatalf("no tps or transaction count in pgbench output:\n%s", out)
 		}
 		tps, _ := strconv.ParseFloat(m[1], 64)
-		if a == withProduce || a == produceFirst || a == produceFolded {
+		if armOf[a].produces {
 			count, _ := strconv.ParseInt(n[1], 10, 64)
 			produced += count
 			var ok bool
@@ -165,24 +185,25 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 	}
 
 	b.ResetTimer()
-	tps := map[arm][]float64{}
-	var costs, kafgresCosts, costsFirst, kafgresCostsFirst, costsFolded []float64
-	cost := func(base, with float64) float64 { return 100 * (base - with) / base }
+	var tps [arms][]float64
 	for i := 0; i < rounds; i++ {
-		got := map[arm]float64{}
+		var got [arms]float64
 		for j := range arms {
 			a := (arm(i) + j) % arms
 			got[a] = run(a)
 			tps[a] = append(tps[a], got[a])
 		}
-		costs = append(costs, cost(got[plain], got[withProduce]))
-		kafgresCosts = append(kafgresCosts, cost(got[withSelect], got[withProduce]))
-		costsFirst = append(costsFirst, cost(got[plain], got[produceFirst]))
-		kafgresCostsFirst = append(kafgresCostsFirst, cost(got[selectFirst], got[produceFirst]))
-		costsFolded = append(costsFolded, cost(got[plain], got[produceFolded]))
-		fmt.Fprintf(os.Stderr, "pgbench round %d: %.0f tps plain; before END %.0f with a SELECT, %.0f with kafgres_produce (%.1f %% cost, %.1f %% against the SELECT); after BEGIN %.0f with a SELECT, %.0f with kafgres_produce (%.1f %%, %.1f %%); folded %.0f (%.1f %%)\n",
-			i+1, got[plain], got[withSelect], got[withProduce], costs[i], kafgresCosts[i],
-			got[selectFirst], got[produceFirst], costsFirst[i], kafgresCostsFirst[i], got[produceFolded], costsFolded[i])
+		line := fmt.Sprintf("pgbench round %d, tps:", i+1)
+		for a, am := range armOf {
+			line += fmt.Sprintf(" %s %.0f", am.name, got[a])
+		}
+		line += "; costs:"
+		for k := range costs {
+			cs := &costs[k]
+			cs.rounds = append(cs.rounds, 100*(got[cs.base]-got[cs.with])/got[cs.base])
+			line += fmt.Sprintf(" %s %.1f", cs.metric, cs.rounds[i])
+		}
+		fmt.Fprintln(os.Stderr, line)
 	}
 	b.StopTimer()
 
@@ -193,17 +214,12 @@ func BenchmarkPgbenchWithProduce(b *testing.B) {
 		b.Fatalf("topic pgbench holds %d records, pgbench committed %d produce transactions", records, produced)
 	}
 
-	b.ReportMetric(median(tps[plain]), "tps-plain")
-	b.ReportMetric(median(tps[withSelect]), "tps-with-select")
-	b.ReportMetric(median(tps[withProduce]), "tps-with-produce")
-	b.ReportMetric(median(tps[selectFirst]), "tps-select-first")
-	b.ReportMetric(median(tps[produceFirst]), "tps-produce-first")
-	b.ReportMetric(median(tps[produceFolded]), "tps-produce-folded")
-	b.ReportMetric(median(costs), "cost-%")
-	b.ReportMetric(median(kafgresCosts), "kafgres-cost-%")
-	b.ReportMetric(median(costsFirst), "cost-first-%")
-	b.ReportMetric(median(kafgresCostsFirst), "kafgres-cost-first-%")
-	b.ReportMetric(median(costsFolded), "cost-folded-%")
+	for a, am := range armOf {
+		b.ReportMetric(median(tps[a]), "tps-"+am.name)
+	}
+	for _, cs := range costs {
+		b.ReportMetric(median(cs.rounds), cs.metric)
+	}
 }
 
 // countRecords reads topic from the start, read_committed, and counts its
