@@ -402,15 +402,18 @@ func (r *reader) change(op byte) *Change {
 	if r.err != nil {
 		return c
 	}
-	// The plugin's contract per operation (docs/producing.md); anything else
-	// means the frame is not what we think it is.
+	// The plugin's contract per operation (docs/producing.md, and the
+	// contract test both sides run); anything else means the frame is not
+	// what we think it is. A delete carries the old tuple only when the
+	// replica identity logs one: with NOTHING, or DEFAULT on a table
+	// without a primary key, it carries no tuple at all.
 	switch {
 	case op == KindInsert && (c.New == nil || c.Old != nil):
 		r.err = fmt.Errorf("insert must carry a new tuple only")
 	case op == KindUpdate && c.New == nil:
 		r.err = fmt.Errorf("update without a new tuple")
-	case op == KindDelete && (c.Old == nil || c.New != nil):
-		r.err = fmt.Errorf("delete must carry an old tuple only")
+	case op == KindDelete && c.New != nil:
+		r.err = fmt.Errorf("delete must not carry a new tuple")
 	}
 	return c
 }

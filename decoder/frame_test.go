@@ -179,6 +179,14 @@ func TestParseFrame(t *testing.T) {
 			}},
 		},
 		{
+			// REPLICA IDENTITY NOTHING, or DEFAULT without a primary key
+			name:  "delete without old",
+			frame: header('D', endLSN, 7).u64(0x904).u32(1).str("s").str("t").ids(1).u8(0).u8(0),
+			want: Frame{Kind: 'D', CommitEndLSN: endLSN, Xid: 7, Item: &Change{
+				LSN: 0x904, Op: 'D', RelID: 1, Schema: "s", Table: "t", Mappings: []int64{1},
+			}},
+		},
+		{
 			name:  "tuple with no columns",
 			frame: header('I', endLSN, 7).u64(0x903).u32(1).str("s").str("t").ids(1).u8(1).tuple().u8(0),
 			want: Frame{Kind: 'I', CommitEndLSN: endLSN, Xid: 7, Item: &Change{
@@ -300,8 +308,8 @@ func TestParseFrameErrors(t *testing.T) {
 		{"insert with old", change('I').u8(1).tuple(idCol).u8(1).tuple(idCol), "insert must carry"},
 		{"insert without new", change('I').u8(0).u8(0), "insert must carry"},
 		{"update without new", change('U').u8(0).u8(1).tuple(idCol), "update without"},
-		{"delete with new", change('D').u8(1).tuple(idCol).u8(1).tuple(idCol), "delete must carry"},
-		{"delete without old", change('D').u8(0).u8(0), "delete must carry"},
+		{"delete with new", change('D').u8(1).tuple(idCol).u8(1).tuple(idCol), "delete must not carry"},
+		{"delete with new only", change('D').u8(1).tuple(idCol).u8(0), "delete must not carry"},
 		{"column count beyond frame", change('I').u8(1).u16(1000), "need 7000 bytes"},
 		{"bad column kind", change('I').u8(1).u16(1).str("c").u32(23).u8('x').u8(0), "unknown kind 0x78"},
 		{"column value truncated", change('I').u8(1).u16(1).str("c").u32(23).u8('t').u32(5).raw([]byte("ab")), "need 5 bytes"},

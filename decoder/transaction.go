@@ -72,3 +72,27 @@ func (a *assembler) add(f Frame) (*Transaction, error) {
 // reset forgets an open transaction: after a reconnect the server sends it
 // again from its B frame.
 func (a *assembler) reset() { a.txn = nil }
+
+// Assemble groups frames read from a slot (pg_logical_slot_get_binary_changes
+// rather than the stream Run reads) into the transactions they make,
+// holding them to what the stream promises: each transaction a B, its
+// content and a C that matches it.
+func Assemble(frames []Frame) ([]*Transaction, error) {
+	var (
+		a   assembler
+		out []*Transaction
+	)
+	for i, f := range frames {
+		t, err := a.add(f)
+		if err != nil {
+			return out, fmt.Errorf("frame %d: %w", i+1, err)
+		}
+		if t != nil {
+			out = append(out, t)
+		}
+	}
+	if a.txn != nil {
+		return out, fmt.Errorf("xid %d has no commit frame", a.txn.Xid)
+	}
+	return out, nil
+}
