@@ -20,7 +20,9 @@
 package decoder
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,7 +54,12 @@ type Config struct {
 	// reading again while the stream carries nothing else; default 2ms,
 	// negative: never. See readPause.
 	KeepalivePause time.Duration
-	Logger         *slog.Logger // default slog.Default()
+	// Skip says whether the transaction xid, which the stream cannot be
+	// read past, is to be skipped (kafgres_skip_transaction); nil: never.
+	// It is asked each time the stream stalls on a transaction it can
+	// name, before a Stall is delivered.
+	Skip   func(ctx context.Context, xid uint32) (bool, error)
+	Logger *slog.Logger // default slog.Default()
 }
 
 const (
@@ -231,6 +238,8 @@ type stream struct {
 	lastProgress time.Time
 	// streamed is set once the current session has started streaming.
 	streamed bool
+	// skip is the transaction being skipped, nil when none.
+	skip *Transaction
 
 	conn       *pgconn.PgConn
 	nextStatus time.Time
@@ -262,6 +271,8 @@ const (
 func (s *stream) run(ctx context.Context) error {
 	s.streamed = false
 	s.asm.reset()
+	// a transaction being skipped comes again from its start
+	s.skip = nil
 	// A keepalive of the last session may lie inside a transaction that
 	// session did not finish; the next session reports its own.
 	s.pending = 0
@@ -505,6 +516,11 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 		// middle of a transaction (whose commit lies at or beyond it). It is
 		// only recorded here; receive delivers it (flushProgress).
 		s.pending = max(s.pending, LSN(ka.ServerWALEnd))
+		if s.skip != nil && LSN(ka.ServerWALEnd) >= s.skip.EndLSN {
+			// the walsender has sent all of it: its commit frame was in
+			// a message that did not parse
+			return s.endSkip(ctx)
+		}
 		return nil
 	case pglogrepl.XLogDataByteID:
 		x, err := pglogrepl.ParseXLogData(data[1:])
@@ -513,12 +529,45 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 		}
 		frames, err := s.parser.Parse(x.WALData)
 		if err != nil {
-			return &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart)}
+			perr := &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart)}
+			if s.skip != nil {
+				if xid, end, ok := peekHeader(x.WALData); ok && xid == s.skip.Xid && end == s.skip.EndLSN {
+					s.skipMessage(x, err)
+					return nil
+				}
+				if err := s.endSkip(ctx); err != nil {
+					return err
+				}
+			}
+			return s.stalled(ctx, x, perr, nil)
 		}
-		for _, f := range frames {
+		for i := 0; i < len(frames); i++ {
+			f := frames[i]
+			if s.skip != nil {
+				if f.Xid == s.skip.Xid && f.CommitEndLSN == s.skip.EndLSN {
+					if f.Kind == KindCommit {
+						if err := s.endSkip(ctx); err != nil {
+							return err
+						}
+					} else if f.Item != nil {
+						s.skip.Items = append(s.skip.Items, f.Item)
+					}
+					continue
+				}
+				if err := s.endSkip(ctx); err != nil {
+					return err
+				}
+			}
 			t, err := s.asm.add(f)
 			if err != nil {
-				return &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart), kind: f.Kind}
+				perr := &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart), kind: f.Kind}
+				if err := s.stalled(ctx, x, perr, &f); err != nil {
+					return err
+				}
+				// skipping the transaction: this frame is part of it, or
+				// the first of the one after it
+				i--
+				continue
 			}
 			if t == nil {
 				continue
@@ -532,6 +581,74 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 	default:
 		return &protocolError{err: fmt.Errorf("unknown CopyData message type 0x%02x", data[0])}
 	}
+}
+
+// stalled handles a message (x) the stream cannot go past: the message
+// does not parse (f nil), or frame f of it does not fit the transaction
+// being assembled. If the transaction it belongs to can be named and
+// Config.Skip says to skip it, skipping starts (s.skip) and stalled
+// returns nil; otherwise a Stall is delivered and perr returned, which
+// ends the session.
+func (s *stream) stalled(ctx context.Context, x pglogrepl.XLogData, perr *protocolError, f *Frame) error {
+	st := Stall{LSN: LSN(x.WALStart), Err: perr}
+	switch {
+	case s.asm.txn != nil:
+		st.Xid, st.EndLSN = s.asm.txn.Xid, s.asm.txn.EndLSN
+	case f != nil:
+		st.Xid, st.EndLSN = f.Xid, f.CommitEndLSN
+	default:
+		st.Xid, st.EndLSN, _ = peekHeader(x.WALData)
+	}
+	if st.Xid != 0 && s.d.cfg.Skip != nil {
+		skip, err := s.d.cfg.Skip(ctx, st.Xid)
+		if err != nil {
+			return fmt.Errorf("ask whether to skip transaction %d: %w", st.Xid, err)
+		}
+		if skip {
+			s.d.log.Warn("skipping a transaction the stream cannot be read past (kafgres_skip_transaction)",
+				"xid", st.Xid, "end_lsn", st.EndLSN, "err", perr)
+			t := s.asm.txn
+			if t == nil {
+				t = &Transaction{Xid: st.Xid, EndLSN: st.EndLSN}
+			}
+			s.asm.reset()
+			t.Skipped = perr
+			s.skip = t
+			if f == nil {
+				s.skipMessage(x, perr)
+			}
+			return nil
+		}
+	}
+	if err := s.emit(ctx, st); err != nil {
+		return err
+	}
+	return perr
+}
+
+// skipMessage keeps a message of the transaction being skipped that does
+// not parse, whole.
+func (s *stream) skipMessage(x pglogrepl.XLogData, err error) {
+	s.skip.Items = append(s.skip.Items, &Unreadable{LSN: LSN(x.WALStart), Content: bytes.Clone(x.WALData), Whole: true, Err: err})
+}
+
+// endSkip delivers the transaction being skipped: it has ended.
+func (s *stream) endSkip(ctx context.Context) error {
+	t := s.skip
+	s.skip = nil
+	s.high = max(s.high, t.EndLSN)
+	return s.emit(ctx, t)
+}
+
+// peekHeader reads the transaction named by the header of a message's
+// first frame, for a message that does not parse as a whole; ok is false
+// when even that header is not there.
+func peekHeader(msg []byte) (xid uint32, endLSN LSN, ok bool) {
+	if len(msg) < 4+headerLen || msg[4] != FrameVersion {
+		return 0, 0, false
+	}
+	h := msg[4:]
+	return binary.BigEndian.Uint32(h[10:]), LSN(binary.BigEndian.Uint64(h[2:])), true
 }
 
 // emit hands ev to the consumer. A slow consumer must not cost us the

@@ -39,7 +39,8 @@ type LSN = pglogrepl.LSN
 
 // Item is one entry of a transaction, its kind decided once, here:
 // *Produced, *SnapshotRow or *Unreadable for a kafgres message, *Change or
-// *Truncate for a mapped table.
+// *Truncate for a mapped table, and *Unreadable for a frame of the
+// transaction whose body does not parse.
 type Item interface{ isItem() }
 
 // Change is a row inserted ('I'), updated ('U') or deleted ('D') in a mapped
@@ -48,6 +49,10 @@ type Item interface{ isItem() }
 // WAL -- on the table or, for a partition, on a partitioned table above it
 // -- strictly ascending; ParseFrame always fills it (a frame says at least
 // one), so it is nil only in a Change made otherwise.
+//
+// Err is set when the frame's body after its mapping ids could not be
+// read (Raw then holds the whole frame, New and Old are nil): the change
+// cannot be rendered, and goes to its mappings' dead letters.
 type Change struct {
 	LSN           LSN
 	Op            byte
@@ -55,6 +60,8 @@ type Change struct {
 	Schema, Table string
 	New, Old      *Tuple
 	Mappings      []int64
+	Err           error
+	Raw           []byte
 }
 
 // Truncate is a TRUNCATE of one or more mapped tables.
@@ -264,12 +271,30 @@ func parseFrame(b []byte, p *Parser, a *arena) (Frame, error) {
 	default:
 		return Frame{}, fmt.Errorf("unknown frame kind 0x%02x", f.Kind)
 	}
-	if r.err != nil {
-		return Frame{}, fmt.Errorf("frame %c xid %d: %w", f.Kind, f.Xid, r.err)
+	err := r.err
+	if err == nil && r.off != len(r.b) {
+		err = fmt.Errorf("%d trailing bytes at offset %d", len(r.b)-r.off, r.off)
 	}
-	if r.off != len(r.b) {
-		return Frame{}, fmt.Errorf("frame %c xid %d: %d trailing bytes at offset %d", f.Kind, f.Xid, len(r.b)-r.off, r.off)
+	if err == nil {
+		return f, nil
 	}
+	err = fmt.Errorf("frame %c xid %d: %w", f.Kind, f.Xid, err)
+	if f.Kind == KindBegin || f.Kind == KindCommit {
+		// without them the transaction's bounds are unknown
+		return Frame{}, err
+	}
+	// The header is whole, so the frame's transaction is known: what its
+	// body held is lost to its mappings (or, not knowing them, to the
+	// pipeline's dead letters), not to every transaction after it.
+	if c, ok := f.Item.(*Change); ok && c.Mappings != nil {
+		c.New, c.Old, c.Err, c.Raw = nil, nil, err, b[:len(b):len(b)]
+		return f, nil
+	}
+	var lsn LSN
+	if len(b) >= headerLen+8 {
+		lsn = LSN(binary.BigEndian.Uint64(b[headerLen:]))
+	}
+	f.Item = &Unreadable{LSN: lsn, Content: b[:len(b):len(b)], Whole: true, Err: err}
 	return f, nil
 }
 

@@ -58,6 +58,9 @@ func hostileFrames() []enc {
 // encodeFrame is the inverse of ParseFrame: the bytes of f in the plugin's
 // format.
 func encodeFrame(f Frame) []byte {
+	if raw := unreadableFrame(f); raw != nil {
+		return raw
+	}
 	e := header(f.Kind, f.CommitEndLSN, f.Xid)
 	switch it := f.Item.(type) {
 	case nil:
@@ -89,6 +92,36 @@ func encodeFrame(f Frame) []byte {
 		}
 	}
 	return e
+}
+
+// unreadableFrame is the frame's bytes when its body did not parse, else nil.
+func unreadableFrame(f Frame) []byte {
+	switch it := f.Item.(type) {
+	case *Change:
+		if it.Err != nil {
+			return it.Raw
+		}
+	case *Unreadable:
+		if it.Whole {
+			return it.Content
+		}
+	}
+	return nil
+}
+
+// frameErr is err, or the error of the frame's body when it did not parse.
+func frameErr(f Frame, err error) error {
+	switch it := f.Item.(type) {
+	case *Change:
+		if err == nil && it.Err != nil {
+			return it.Err
+		}
+	case *Unreadable:
+		if err == nil && it.Whole {
+			return it.Err
+		}
+	}
+	return err
 }
 
 // FuzzFrame: ParseFrame never panics, and whatever it accepts is exactly
@@ -185,6 +218,9 @@ func FuzzFrame(f *testing.F) {
 				t.Fatalf("message content has room to grow into: len %d cap %d", len(it.Content), cap(it.Content))
 			}
 		case *Change:
+			if cap(it.Raw) != len(it.Raw) {
+				t.Fatalf("unreadable change has room to grow into: len %d cap %d", len(it.Raw), cap(it.Raw))
+			}
 			for _, tu := range []*Tuple{it.New, it.Old} {
 				if tu == nil {
 					continue

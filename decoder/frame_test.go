@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -327,7 +328,7 @@ func TestParseFrameErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := ParseFrame(tt.frame)
-			if err == nil {
+			if err = frameErr(f, err); err == nil {
 				t.Fatalf("no error, got %+v", f)
 			}
 			if !strings.Contains(err.Error(), tt.wantErr) {
@@ -351,7 +352,7 @@ func TestParseFrameTruncations(t *testing.T) {
 			t.Fatalf("full frame %c: %v", full[1], err)
 		}
 		for n := range len(full) {
-			if _, err := ParseFrame(full[:n]); err == nil {
+			if f, err := ParseFrame(full[:n]); frameErr(f, err) == nil {
 				t.Errorf("frame %c cut to %d of %d bytes parsed without error", full[1], n, len(full))
 			}
 		}
@@ -494,5 +495,45 @@ func TestParserNamesBounded(t *testing.T) {
 	p.intern([]byte(strings.Repeat("y", maxInternedName)))
 	if p.namesBytes > maxInternedBytes || len(p.names) == 0 {
 		t.Fatalf("names: %d entries, %d bytes (bound %d)", len(p.names), p.namesBytes, maxInternedBytes)
+	}
+}
+
+// A frame whose header is whole but whose body does not parse belongs to a
+// known transaction: a change whose mapping ids were read becomes a
+// Change with Err (its mappings dead-letter it), any other an Unreadable
+// holding the frame; only a B or C frame, without which the transaction's
+// bounds are unknown, fails the message.
+func TestParseFrameUnreadableBody(t *testing.T) {
+	change := header('D', 0x1000, 7).u64(0x900).u32(1).str("s").str("t").ids(3, 4).u8(1).u16(1).str("c").u32(23).u8('x')
+	f, err := ParseFrame(change)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := f.Item.(*Change)
+	if !ok || c.Err == nil || !slices.Equal(c.Mappings, []int64{3, 4}) || c.LSN != 0x900 || c.New != nil || c.Old != nil || !bytes.Equal(c.Raw, change) {
+		t.Fatalf("got %+v", f.Item)
+	}
+	if !strings.Contains(c.Err.Error(), "unknown kind 0x78") {
+		t.Fatalf("err %v", c.Err)
+	}
+	truncate := header('T', 0x1000, 7).u64(0x901).u16(1).u32(1).str("s")
+	f, err = ParseFrame(truncate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := f.Item.(*Unreadable); !ok || !u.Whole || u.LSN != 0x901 || !bytes.Equal(u.Content, truncate) || u.Err == nil {
+		t.Fatalf("got %+v", f.Item)
+	}
+	for _, b := range []enc{beginFrame(1, 2, 3).u8(0), commitFrame(1, 2, 3)[:20], header('I', 1, 2).u64(1)} {
+		f, err := ParseFrame(b)
+		if k := b[1]; k == KindBegin || k == KindCommit {
+			if err == nil {
+				t.Fatalf("%c frame with a bad body parsed: %+v", k, f)
+			}
+			continue
+		}
+		if err != nil || frameErr(f, err) == nil {
+			t.Fatalf("%c frame: %+v, %v", b[1], f, err)
+		}
 	}
 }

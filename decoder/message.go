@@ -38,13 +38,18 @@ type SnapshotRow struct {
 	Row       string // the row as to_jsonb(row) text
 }
 
-// Unreadable is a kafgres message whose content does not parse. It is
-// still committed content: the producer keeps it in kafgres.dead_letter
-// rather than let it vanish.
+// Unreadable is a kafgres message whose content does not parse, or a
+// frame (Content: the whole frame) whose body does not, or a message of
+// the stream that does not (Content: the message) in a transaction
+// skipped with kafgres_skip_transaction. It is still committed content:
+// the producer keeps it in kafgres.dead_letter rather than let it vanish.
 type Unreadable struct {
 	LSN     LSN
 	Content []byte
-	Err     error
+	// Whole: Content is a whole frame or stream message, not a message's
+	// content.
+	Whole bool
+	Err   error
 }
 
 func (*Produced) isItem()    {}

@@ -1,6 +1,7 @@
 package decoder
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -220,5 +221,118 @@ func TestStreamHandleErrors(t *testing.T) {
 				t.Fatalf("kind %q, want %q", perr.kind, tt.kind)
 			}
 		})
+	}
+}
+
+// xlogRaw wraps a message as it is, parsable or not, in a 'w' message.
+func xlogRaw(msg []byte) []byte {
+	b := xlogData()
+	return append(b, msg...)
+}
+
+// A transaction the stream cannot be read past stalls it: a Stall naming
+// the transaction is delivered and the session ends. Once Config.Skip says
+// to skip it, it is delivered as Skipped, with what could be read of it
+// and the messages that could not, and the stream goes on after it --
+// whether its commit frame comes, or only the next transaction or a
+// keepalive past its end says it is over.
+func TestStreamStallAndSkip(t *testing.T) {
+	broken := append(message(messageFrame(5, 0x230, 0x1f8, "b")), 0, 0) // a length cut short
+	tail := [][]byte{
+		xlogData(beginFrame(5, 0x200, 0x230), messageFrame(5, 0x230, 0x1f0, "a")),
+		xlogRaw(broken),
+	}
+	next := xlogData(beginFrame(6, 0x300, 0x330), messageFrame(6, 0x330, 0x2f0, "c"), commitFrame(6, 0x300, 0x330))
+	for _, end := range []struct {
+		name string
+		msgs [][]byte
+	}{
+		{"commit frame", [][]byte{xlogData(commitFrame(5, 0x200, 0x230)), next}},
+		{"next transaction", [][]byte{next}},
+		{"keepalive", [][]byte{keepalive(0x230), next}},
+	} {
+		t.Run(end.name, func(t *testing.T) {
+			ctx := context.Background()
+			msgs := append(append([][]byte(nil), tail...), end.msgs...)
+
+			// not skipped: a Stall, and the session ends at the broken message
+			asked := 0
+			d := New(Config{Skip: func(_ context.Context, xid uint32) (bool, error) {
+				asked++
+				if xid != 5 {
+					t.Errorf("asked to skip xid %d", xid)
+				}
+				return false, nil
+			}})
+			out := make(chan Event, 10)
+			s := &stream{d: d, out: out, nextStatus: time.Now().Add(time.Hour)}
+			var err error
+			for _, m := range msgs {
+				if err = s.handle(ctx, m); err != nil {
+					break
+				}
+			}
+			if !errors.As(err, new(*protocolError)) || asked != 1 {
+				t.Fatalf("err %v, asked %d times", err, asked)
+			}
+			got := drain(out)
+			if st, ok := got[len(got)-1].(Stall); len(got) != 1 || !ok || st.Xid != 5 || st.EndLSN != 0x230 || st.LSN != 0x10 || st.Err == nil {
+				t.Fatalf("events %+v, want one Stall of xid 5", got)
+			}
+
+			// skipped
+			d.cfg.Skip = func(context.Context, uint32) (bool, error) { return true, nil }
+			s = &stream{d: d, out: out, nextStatus: time.Now().Add(time.Hour)}
+			for i, m := range msgs {
+				if err := s.handle(ctx, m); err != nil {
+					t.Fatalf("message %d: %v", i, err)
+				}
+			}
+			got = drain(out)
+			if len(got) != 2 {
+				t.Fatalf("events %+v, want the skipped transaction and the next", got)
+			}
+			sk, ok := got[0].(*Transaction)
+			if !ok || sk.Xid != 5 || sk.EndLSN != 0x230 || sk.Skipped == nil || len(sk.Items) != 2 {
+				t.Fatalf("event 0: %+v", got[0])
+			}
+			if p, ok := sk.Items[0].(*Produced); !ok || string(p.Value) != "a" {
+				t.Fatalf("skipped item 0: %+v", sk.Items[0])
+			}
+			if u, ok := sk.Items[1].(*Unreadable); !ok || !u.Whole || !bytes.Equal(u.Content, broken) {
+				t.Fatalf("skipped item 1: %+v", sk.Items[1])
+			}
+			if nx, ok := got[1].(*Transaction); !ok || nx.Xid != 6 || nx.Skipped != nil || len(nx.Items) != 1 {
+				t.Fatalf("event 1: %+v", got[1])
+			}
+		})
+	}
+}
+
+// A frame that does not fit the transaction being assembled (a begin while
+// another is open: that one's commit never came) stalls on the open one;
+// skipping it goes on with the frame that did not fit.
+func TestStreamSkipOpenTransaction(t *testing.T) {
+	ctx := context.Background()
+	out := make(chan Event, 10)
+	d := New(Config{Skip: func(_ context.Context, xid uint32) (bool, error) { return xid == 5, nil }})
+	s := &stream{d: d, out: out, nextStatus: time.Now().Add(time.Hour)}
+	for i, m := range [][]byte{
+		xlogData(beginFrame(5, 0x200, 0x230), messageFrame(5, 0x230, 0x1f0, "a")),
+		xlogData(beginFrame(6, 0x300, 0x330), messageFrame(6, 0x330, 0x2f0, "c"), commitFrame(6, 0x300, 0x330)),
+	} {
+		if err := s.handle(ctx, m); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	got := drain(out)
+	if len(got) != 2 {
+		t.Fatalf("events %+v", got)
+	}
+	if sk, ok := got[0].(*Transaction); !ok || sk.Xid != 5 || sk.Skipped == nil || len(sk.Items) != 1 {
+		t.Fatalf("event 0: %+v", got[0])
+	}
+	if nx, ok := got[1].(*Transaction); !ok || nx.Xid != 6 || nx.Skipped != nil || len(nx.Items) != 1 {
+		t.Fatalf("event 1: %+v", got[1])
 	}
 }

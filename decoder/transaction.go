@@ -5,20 +5,40 @@ import (
 	"time"
 )
 
-// Event is what Run delivers: a *Transaction or a Progress.
+// Event is what Run delivers: a *Transaction, a Progress or a Stall.
 type Event interface{ isEvent() }
 
 func (*Transaction) isEvent() {}
 func (Progress) isEvent()     {}
+func (Stall) isEvent()        {}
+
+// Stall says the stream cannot be read past LSN (the start of the message
+// that does not parse): Run reconnects and meets it again until the
+// plugin or the decoder changes, or the transaction is skipped
+// (Config.Skip). Xid and EndLSN name the transaction it belongs to, when
+// known (Xid 0: not known, and it cannot be skipped).
+type Stall struct {
+	LSN    LSN
+	Xid    uint32
+	EndLSN LSN
+	Err    error
+}
 
 // Transaction is one committed transaction with kafgres content, complete
 // from its B frame to its C frame.
+//
+// Skipped is set for a transaction that could not be read and was skipped
+// (Config.Skip): Items holds what could be read of it, and an *Unreadable
+// for each message that could not; none of it is to be appended, all of it
+// is to be dead-lettered with the reason. CommitLSN and CommitTime are
+// zero when its B frame was not read.
 type Transaction struct {
 	Xid        uint32
 	CommitLSN  LSN // start of the commit record (B/C frame commit_lsn)
 	EndLSN     LSN // end of the commit record; the slot is acknowledged with this
 	CommitTime time.Time
 	Items      []Item // in WAL order
+	Skipped    error
 }
 
 // Progress says the walsender has decoded all WAL before LSN and every

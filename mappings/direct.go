@@ -144,7 +144,7 @@ var directFunctions = []string{"to_jsonb", "to_json", "row_to_json", "jsonb_buil
 // top compiles an expression whose value becomes a key or value: a
 // constant has no type of its own there, so it is not taken.
 func (c *compiler) top(expr string) *directExpr {
-	tree, err := pg_query.Parse("SELECT (" + expr + ")")
+	tree, err := parse("SELECT (" + expr + ")")
 	if err != nil || len(tree.Stmts) != 1 {
 		return nil
 	}

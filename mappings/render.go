@@ -2,6 +2,7 @@ package mappings
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -80,9 +81,21 @@ type renderFn struct {
 // batches (flushStatus), not per change.
 type mappingStatus struct {
 	status, lastError      string
-	rendered, deadLettered int64 // not yet written
+	since                  time.Time // when status last changed
+	rendered, deadLettered int64     // not yet written
 	dirty                  bool
 	changed                bool // status or last_error changed: write at once
+}
+
+// set changes the status and last error; a change is written at once.
+func (st *mappingStatus) set(status, lastError string) {
+	if st.status == status && st.lastError == lastError {
+		return
+	}
+	if st.status != status {
+		st.since = time.Now()
+	}
+	st.status, st.lastError, st.dirty, st.changed = status, lastError, true, true
 }
 
 // job is the rows of one mapping in one Render call.
@@ -107,6 +120,11 @@ type renderRow struct {
 func (row *renderRow) images() (newRow, oldRow *string) {
 	if row.change == nil {
 		s := row.snapshot
+		return &s, nil
+	}
+	if row.change.Err != nil {
+		// the frame as it came, for whoever looks into why
+		s := `{"unreadable_frame": "` + base64.StdEncoding.EncodeToString(row.change.Raw) + `"}`
 		return &s, nil
 	}
 	newRow, _ = tupleJSON(row.change.New, row.change.Old)
@@ -281,13 +299,24 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction, n i
 	for _, tx := range txns {
 		for _, item := range tx.Items {
 			base := renderRow{item: item, xid: int64(tx.Xid), commitTS: tx.CommitTime}
+			if tx.Skipped != nil {
+				base.err = fmt.Errorf("%w: its transaction was skipped with kafgres_skip_transaction: %w", errBroken, tx.Skipped)
+			}
 			switch it := item.(type) {
 			case *decoder.Change:
 				row := base
 				row.op, row.lsn, row.change = string(it.Op), it.LSN, it
-				if te := unchangedToast(it.New, it.Old); te != nil {
-					te.table = pgx.Identifier{it.Schema, it.Table}.Sanitize()
-					row.err = te
+				switch {
+				case row.err != nil: // skipped
+				case it.Err != nil:
+					// no mapping can render a change the decoder could
+					// not read, so it never stalls one either
+					row.err = fmt.Errorf("%w: the output plugin's frame of this change could not be read: %w", errBroken, it.Err)
+				default:
+					if te := unchangedToast(it.New, it.Old); te != nil {
+						te.table = pgx.Identifier{it.Schema, it.Table}.Sanitize()
+						row.err = te
+					}
 				}
 				// the definitions of the mappings the output plugin found
 				// matching the change where it is in the WAL, live or
@@ -447,9 +476,15 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 		}
 		n++
 	}
+	// The mapping's latest change decides its status: error while that
+	// one could not be rendered (it is in the dead letters), active again
+	// once a later one is.
 	st := r.statusOf(j.m.ID)
-	if len(failed) == 0 && (st.status != statusActive || st.lastError != "") {
-		st.status, st.lastError, st.dirty, st.changed = statusActive, "", true, true
+	if last := len(failed) - 1; last >= 0 && failed[last].row == len(j.rows)-1 {
+		row := j.rows[failed[last].row]
+		st.set(statusError, fmt.Sprintf("%s (change %s at %s, xid %d)", errorText(failed[last].err), row.op, row.lsn, row.xid))
+	} else {
+		st.set(statusActive, "")
 	}
 	if n > 0 {
 		st.rendered += n
@@ -577,7 +612,7 @@ func (r *Renderer) handleFailures(ctx context.Context, j *job, failed []failure)
 		if st.status != statusStalled || st.lastError != msg {
 			r.logger.Error("mapping stalled", "mapping", j.m.Name, "lsn", first.lsn, "err", msg)
 		}
-		st.status, st.lastError, st.dirty, st.changed = statusStalled, msg, true, true
+		st.set(statusStalled, msg)
 		return fmt.Errorf("%w: %s at %s: %s", ErrStalled, j.m.Name, first.lsn, msg)
 	}
 	return r.deadLetter(ctx, j, failed)
@@ -594,7 +629,7 @@ func (r *Renderer) pause(ctx context.Context, j *job, reason string) error {
 	msg := "paused: " + reason
 	if st.status != statusPaused || st.lastError != msg {
 		r.logger.Warn("mapping paused", "mapping", j.m.Name, "reason", reason)
-		st.status, st.lastError, st.dirty, st.changed = statusPaused, msg, true, true
+		st.set(statusPaused, msg)
 	}
 	if j.m.stalls() {
 		return fmt.Errorf("%w: %s at %s: %s", ErrStalled, j.m.Name, j.rows[0].lsn, msg)
@@ -692,14 +727,17 @@ func (r *Renderer) statusOf(id int64) *mappingStatus {
 }
 
 const flushStatusSQL = `
-INSERT INTO kafgres.mapping_status AS s (mapping_id, status, last_error, rendered, dead_lettered, updated_at)
-SELECT u.id, u.status, u.last_error, u.rendered, u.dead, pg_catalog.now()
+INSERT INTO kafgres.mapping_status AS s (mapping_id, status, last_error, rendered, dead_lettered, updated_at, status_since)
+SELECT u.id, u.status, u.last_error, u.rendered, u.dead, pg_catalog.now(), u.since
   FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
-                  pg_catalog.unnest($4::int8[]), pg_catalog.unnest($5::int8[]))
-       AS u(id, status, last_error, rendered, dead)
+                  pg_catalog.unnest($4::int8[]), pg_catalog.unnest($5::int8[]), pg_catalog.unnest($6::timestamptz[]))
+       AS u(id, status, last_error, rendered, dead, since)
  WHERE EXISTS (SELECT 1 FROM kafgres.mapping AS m WHERE m.mapping_id OPERATOR(pg_catalog.=) u.id)
 ON CONFLICT (mapping_id) DO UPDATE
    SET status = excluded.status,
+       -- a broker that starts again knows no earlier change of status
+       status_since = CASE WHEN s.status OPERATOR(pg_catalog.=) excluded.status THEN s.status_since
+                           ELSE excluded.status_since END,
        last_error = excluded.last_error,
        rendered = s.rendered OPERATOR(pg_catalog.+) excluded.rendered,
        dead_lettered = s.dead_lettered OPERATOR(pg_catalog.+) excluded.dead_lettered,
@@ -736,6 +774,7 @@ func (r *Renderer) flushStatus(ctx context.Context, force bool) {
 		ids             []int64
 		statuses, lasts []*string
 		rendered, deads []int64
+		since           []time.Time
 		flushed         []*mappingStatus
 	)
 	for id, st := range r.status {
@@ -755,13 +794,17 @@ func (r *Renderer) flushStatus(ctx context.Context, force bool) {
 		lasts = append(lasts, last)
 		rendered = append(rendered, st.rendered)
 		deads = append(deads, st.deadLettered)
+		if st.since.IsZero() {
+			st.since = time.Now()
+		}
+		since = append(since, st.since)
 		flushed = append(flushed, st)
 	}
 	r.lastFlush = time.Now()
 	if len(ids) == 0 {
 		return
 	}
-	if _, err := r.pool.Exec(ctx, flushStatusSQL, ids, statuses, lasts, rendered, deads); err != nil {
+	if _, err := r.pool.Exec(ctx, flushStatusSQL, ids, statuses, lasts, rendered, deads, since); err != nil {
 		r.logger.Warn("update mapping status", "err", err)
 		return
 	}
@@ -824,10 +867,10 @@ func (r *Renderer) reload(ctx context.Context) error {
 			if reason, ok := denied[m.ID]; ok {
 				if msg := "paused: " + reason; st.status != statusPaused || st.lastError != msg {
 					r.logger.Warn("mapping paused", "mapping", m.Name, "reason", reason)
-					st.status, st.lastError, st.dirty, st.changed = statusPaused, msg, true, true
+					st.set(statusPaused, msg)
 				}
 			} else if st.status == statusPaused {
-				st.status, st.lastError, st.dirty, st.changed = statusActive, "", true, true
+				st.set(statusActive, "")
 			}
 		}
 	}
@@ -1101,7 +1144,7 @@ func (r *Renderer) ensureFunction(ctx context.Context, m *Mapping, force bool) (
 		if st.status != statusError || st.lastError != broken.Error() {
 			r.logger.Error("mapping cannot be rendered", "mapping", m.Name, "err", broken)
 		}
-		st.status, st.lastError, st.dirty, st.changed = statusError, broken.Error(), true, true
+		st.set(statusError, broken.Error())
 		return fn, nil, nil
 	}
 
@@ -1110,9 +1153,7 @@ func (r *Renderer) ensureFunction(ctx context.Context, m *Mapping, force bool) (
 		return nil, renderErr, err
 	}
 	r.fns[m.ID] = fn
-	if st.status != statusActive || st.lastError != "" {
-		st.status, st.lastError, st.dirty, st.changed = statusActive, "", true, true
-	}
+	st.set(statusActive, "")
 	r.logger.Info("render function ready", "mapping", m.Name, "function", fn.name, "direct", fn.direct != nil)
 	return fn, nil, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"github.com/pganalyze/pg_query_go/v5/parser"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -33,12 +35,19 @@ func (e *ValidationError) Unwrap() error { return ErrNotExpression }
 //
 // Validate says nothing about whether the expression's names exist or its
 // types fit; Postgres finds that out when the mapping is added.
+//
+// The expression is bounded before it is parsed (MaxExpressionBytes,
+// MaxExpressionTokens), so that no expression can make the parse deep
+// enough to overflow the C stack it runs on.
 func Validate(expr string) error {
+	if len(expr) > MaxExpressionBytes {
+		return &ValidationError{Detail: fmt.Sprintf("it is %d bytes long, more than the %d an expression may have", len(expr), MaxExpressionBytes)}
+	}
 	if err := checkEmpty(expr); err != nil {
 		return err
 	}
 	query := "SELECT (" + expr + ")"
-	tree, err := pg_query.Parse(query)
+	tree, err := parse(query)
 	if err != nil {
 		return fmt.Errorf("%w: syntax error: %w", ErrNotExpression, err)
 	}
@@ -58,8 +67,35 @@ func Validate(expr string) error {
 	return checkParens(query)
 }
 
-// checkEmpty refuses an expression with no tokens: empty, blank or only
-// comments.
+// Bounds of an expression, checked before it is parsed, here and by
+// kafgres_validate_expression (outputplugin/validate.c) alike. A parse tree
+// is at most about one level deeper per token, and the parser's C code
+// recurses per level, so MaxExpressionTokens bounds the C stack the parse
+// takes (a chain of 25,000 "+1" overflowed 8 MB; 10,000 levels take under
+// half of it). A real mapping's expression has a few hundred tokens.
+const (
+	MaxExpressionBytes  = 64 << 10
+	MaxExpressionTokens = 10000
+)
+
+// parse is pg_query.Parse, with room in the protobuf decoding for every
+// tree the bounds allow: its default limit (10,000 nested messages, about
+// two per tree level) would refuse trees Postgres accepts.
+func parse(query string) (*pg_query.ParseResult, error) {
+	b, err := parser.ParseToProtobuf(query)
+	if err != nil {
+		return nil, err
+	}
+	tree := &pg_query.ParseResult{}
+	opts := proto.UnmarshalOptions{RecursionLimit: 8*MaxExpressionTokens + 100}
+	if err := opts.Unmarshal(b, tree); err != nil {
+		return nil, err
+	}
+	return tree, nil
+}
+
+// checkEmpty refuses an expression with no tokens (empty, blank or only
+// comments), and one with more than MaxExpressionTokens.
 func checkEmpty(expr string) error {
 	if strings.TrimSpace(expr) == "" {
 		return &ValidationError{Detail: "it is empty"}
@@ -68,12 +104,19 @@ func checkEmpty(expr string) error {
 	if err != nil {
 		return fmt.Errorf("%w: syntax error: %w", ErrNotExpression, err)
 	}
+	n := 0
 	for _, tok := range scan.GetTokens() {
 		if tok.Token != pg_query.Token_SQL_COMMENT && tok.Token != pg_query.Token_C_COMMENT {
-			return nil
+			n++
 		}
 	}
-	return &ValidationError{Detail: "it is empty (only a comment)"}
+	switch {
+	case n == 0:
+		return &ValidationError{Detail: "it is empty (only a comment)"}
+	case n > MaxExpressionTokens:
+		return &ValidationError{Detail: fmt.Sprintf("it has %d tokens, more than the %d an expression may have", n, MaxExpressionTokens)}
+	}
+	return nil
 }
 
 // checkSelect refuses every part of a SELECT an expression cannot be.

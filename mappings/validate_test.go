@@ -14,8 +14,14 @@ import (
 // extension's C kafgres_validate_expression (TestExpressionRulesAgree in
 // tests/integration reads the same file). Detail is a word of Validate's
 // reason for a refusal.
+//
+// A long case is written as prefix, expr repeated, suffix: the expression
+// is their concatenation.
 type expressionCase struct {
 	Expr   string `json:"expr"`
+	Prefix string `json:"prefix,omitempty"`
+	Repeat int    `json:"repeat,omitempty"`
+	Suffix string `json:"suffix,omitempty"`
 	Valid  bool   `json:"valid"`
 	Detail string `json:"detail,omitempty"`
 }
@@ -30,6 +36,9 @@ func expressionCases(t *testing.T) []expressionCase {
 	if err := json.Unmarshal(raw, &cases); err != nil {
 		t.Fatalf("testdata/expressions.json: %v", err)
 	}
+	for i, c := range cases {
+		cases[i].Expr = c.Prefix + strings.Repeat(c.Expr, max(c.Repeat, 1)) + c.Suffix
+	}
 	return cases
 }
 
@@ -38,7 +47,7 @@ func TestValidate(t *testing.T) {
 		err := Validate(tc.Expr)
 		switch {
 		case tc.Valid && err != nil:
-			t.Errorf("Validate(%q) = %v, want nil", tc.Expr, err)
+			t.Errorf("Validate(%.80q) = %v, want nil", tc.Expr, err)
 		case tc.Valid:
 		case err == nil:
 			t.Errorf("Validate(%q) = nil, want an error mentioning %q", tc.Expr, tc.Detail)

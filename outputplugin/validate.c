@@ -19,6 +19,13 @@
  * whether names exist and types fit is left to the probe that
  * kafgres_add_mapping() runs afterwards as the caller.
  *
+ * Before it is parsed, an expression is bounded: at most
+ * MAX_EXPRESSION_BYTES long and MAX_EXPRESSION_TOKENS tokens, the broker's
+ * bounds (mappings.MaxExpressionBytes, MaxExpressionTokens).  Postgres's
+ * own parse is safe from deep trees (check_stack_depth), but the broker
+ * parses the same text with pg_query, whose C code recurses per tree level
+ * without such a check; a tree is at most about a level deeper per token.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -32,6 +39,9 @@
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(kafgres_validate_expression);
+
+#define MAX_EXPRESSION_BYTES	(64 * 1024)
+#define MAX_EXPRESSION_TOKENS	10000
 
 typedef struct ValidateContext
 {
@@ -54,14 +64,20 @@ static void check_tokens(const char *argname, const char *query, bool whole);
 Datum
 kafgres_validate_expression(PG_FUNCTION_ARGS)
 {
-	char	   *expr = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	text	   *expr_text = PG_GETARG_TEXT_PP(0);
 	char	   *argname = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char	   *expr;
 	StringInfoData query;
 	ValidateContext vctx;
 	ErrorContextCallback errcallback;
 	List	   *stmts;
 	RawStmt    *raw;
 	const char *what = NULL;
+
+	if (VARSIZE_ANY_EXHDR(expr_text) > MAX_EXPRESSION_BYTES)
+		refuse(argname, psprintf("It is %d bytes long, more than the %d an expression may have.",
+								 (int) VARSIZE_ANY_EXHDR(expr_text), MAX_EXPRESSION_BYTES));
+	expr = text_to_cstring(expr_text);
 
 	initStringInfo(&query);
 	appendStringInfo(&query, "SELECT (%s)", expr);
@@ -243,6 +259,9 @@ check_tokens(const char *argname, const char *query, bool whole)
 	{
 		if (ntokens == 0)
 			refuse(argname, "It is empty.");
+		if (ntokens > MAX_EXPRESSION_TOKENS)
+			refuse(argname, psprintf("It has %d tokens, more than the %d an expression may have.",
+									 ntokens, MAX_EXPRESSION_TOKENS));
 		return;
 	}
 	if (closed_early || depth != 0 || last_tok != ')' ||

@@ -26,6 +26,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -95,6 +96,7 @@ type Producer struct {
 	log         Log
 	renderer    Renderer // nil: changes are ignored
 	deadLetters DeadLetters
+	status      Status // nil: the state is not published
 	placement   *placement
 	failpoint   Failpoint
 	logger      *slog.Logger
@@ -104,6 +106,11 @@ type Producer struct {
 	// reaches txnEnd and commits it.
 	txnOpen bool
 	txnEnd  uint64
+
+	// stall is what holds delivery back (nil: nothing), and whether
+	// that is published.
+	stall          *Stall
+	stallPublished bool
 }
 
 const (
@@ -112,8 +119,8 @@ const (
 	eventBuffer   = 256
 )
 
-func New(source Source, log Log, renderer Renderer, deadLetters DeadLetters, epochs Epochs, logger *slog.Logger) *Producer {
-	return &Producer{source: source, log: log, renderer: renderer, deadLetters: deadLetters,
+func New(source Source, log Log, renderer Renderer, deadLetters DeadLetters, epochs Epochs, status Status, logger *slog.Logger) *Producer {
+	return &Producer{source: source, log: log, renderer: renderer, deadLetters: deadLetters, status: status,
 		placement: newPlacement(log, epochs), logger: logger}
 }
 
@@ -140,7 +147,7 @@ func (p *Producer) Run(ctx context.Context) error {
 			return fmt.Errorf("replication stream: %w", err)
 		case first = <-events:
 		}
-		txns, progress := gather(first, events)
+		txns, progress, stall := gather(first, events)
 		records := len(txns) > 0
 		if records {
 			waits, err := p.appendWithRetry(ctx, txns)
@@ -161,15 +168,51 @@ func (p *Producer) Run(ctx context.Context) error {
 		if acked > 0 {
 			p.source.Ack(decoder.LSN(acked))
 			p.log.Delivered(acked, records)
+			if p.stall == nil || p.stall.passedBy(acked) {
+				p.setStall(ctx, nil) // publishes only a change
+			}
+		}
+		if stall != nil {
+			p.setStall(ctx, &Stall{Reason: "the replication stream cannot be read: " + stall.Err.Error(),
+				LSN: stall.LSN, Xid: stall.Xid, EndLSN: stall.EndLSN, Skippable: stall.Xid != 0})
 		}
 	}
 }
 
-// gather takes what is already queued, up to a group's worth.
-func gather(first decoder.Event, events <-chan decoder.Event) ([]*decoder.Transaction, uint64) {
+// setStall publishes what holds delivery back, or that nothing does
+// (nil), when that changed or did not get published: a failure is logged
+// and the next call publishes again.
+func (p *Producer) setStall(ctx context.Context, s *Stall) {
+	same := s == nil && p.stall == nil || s != nil && p.stall != nil && *s == *p.stall
+	if same && p.stallPublished {
+		return
+	}
+	if s != nil && !same {
+		p.logger.Error("SQL-produced and CDC records are held back", "reason", s.Reason, "lsn", s.LSN, "xid", s.Xid)
+	}
+	p.stall, p.stallPublished = s, true
+	if p.status == nil {
+		return
+	}
+	var err error
+	if s != nil {
+		err = p.status.Stalled(ctx, *s)
+	} else {
+		err = p.status.Flowing(ctx)
+	}
+	if err != nil {
+		p.logger.Warn("publish the pipeline's state", "err", err)
+		p.stallPublished = false
+	}
+}
+
+// gather takes what is already queued, up to a group's worth, or up to
+// a Stall, which comes after everything the stream could deliver.
+func gather(first decoder.Event, events <-chan decoder.Event) ([]*decoder.Transaction, uint64, *decoder.Stall) {
 	var (
 		txns     []*decoder.Transaction
 		progress uint64
+		stall    *decoder.Stall
 	)
 	add := func(ev decoder.Event) {
 		switch e := ev.(type) {
@@ -177,18 +220,20 @@ func gather(first decoder.Event, events <-chan decoder.Event) ([]*decoder.Transa
 			txns = append(txns, e)
 		case decoder.Progress:
 			progress = max(progress, uint64(e.LSN))
+		case decoder.Stall:
+			stall = &e
 		}
 	}
 	add(first)
-	for len(txns) < maxGroupTxns {
+	for len(txns) < maxGroupTxns && stall == nil {
 		select {
 		case ev := <-events:
 			add(ev)
 		default:
-			return txns, progress
+			return txns, progress, stall
 		}
 	}
-	return txns, progress
+	return txns, progress, stall
 }
 
 // appendWithRetry writes a group, retrying when its rendering or append
@@ -223,6 +268,9 @@ func (p *Producer) appendWithRetry(ctx context.Context, txns []*decoder.Transact
 		p.txnOpen = false
 		return false, nil
 	}, func(f retry.Failure) {
+		if errors.Is(f.Err, mappings.ErrStalled) {
+			p.setStall(ctx, &Stall{Reason: f.Err.Error(), LSN: txns[0].CommitLSN, Xid: txns[0].Xid, EndLSN: txns[0].EndLSN})
+		}
 		level := slog.LevelDebug
 		if f.Log {
 			level = slog.LevelWarn
@@ -338,13 +386,19 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 		for _, it := range items(tx, rendered) {
 			if it.unreadable != nil {
 				n++
-				if err := p.deadLetter(ctx, tx, it.lsn, it.unreadable.Err.Error(), unreadableRow(it.unreadable, n)); err != nil {
+				if err := p.deadLetter(ctx, tx, it.lsn, skippedWhy(tx, it.unreadable.Err.Error()), unreadableRow(it.unreadable, n)); err != nil {
 					return nil, err
 				}
 				continue
 			}
 			for _, rec := range it.recs {
 				n++
+				if tx.Skipped != nil {
+					if err := p.deadLetter(ctx, tx, it.lsn, skippedWhy(tx, ""), deadRecord(rec, n)); err != nil {
+						return nil, err
+					}
+					continue
+				}
 				tp, why, err := pl.place(ctx, tx.EndLSN, rec)
 				if err != nil {
 					return nil, err
@@ -430,6 +484,19 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 		}
 	}
 	return waits, nil
+}
+
+// skippedWhy is why a record of tx is dead-lettered: why, and for a
+// skipped transaction what stopped the stream there.
+func skippedWhy(tx *decoder.Transaction, why string) string {
+	if tx.Skipped == nil {
+		return why
+	}
+	skipped := "transaction skipped with kafgres_skip_transaction: " + tx.Skipped.Error()
+	if why == "" || why == tx.Skipped.Error() {
+		return skipped
+	}
+	return skipped + "; this message: " + why
 }
 
 // tooLarge checks a record against its topic's max.message.bytes where it

@@ -113,7 +113,7 @@ func (m *memEpochs) Save(_ context.Context, id int64, e Epoch) error {
 }
 
 func newProducer(log Log, dl DeadLetters) *Producer {
-	return New(nil, log, nil, dl, &memEpochs{byTopic: map[int64][]Epoch{}}, slog.Default())
+	return New(nil, log, nil, dl, &memEpochs{byTopic: map[int64][]Epoch{}}, nil, slog.Default())
 }
 
 // txn is a transaction of kafgres_produce records to partition 0 of t.
@@ -480,7 +480,7 @@ func (o *oneShot) Ack(lsn decoder.LSN) { o.acked <- lsn }
 func TestStopDoesNotAcknowledgeWhatIsNotDurable(t *testing.T) {
 	log := stuckLog{&fakeLog{partitions: map[string]int32{"t": 1}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}}
 	src := &oneShot{events: []decoder.Event{txn(100, "v")}, acked: make(chan decoder.LSN, 10)}
-	p := New(src, log, nil, &deadLetters{}, &memEpochs{byTopic: map[int64][]Epoch{}}, slog.Default())
+	p := New(src, log, nil, &deadLetters{}, &memEpochs{byTopic: map[int64][]Epoch{}}, nil, slog.Default())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
@@ -545,7 +545,7 @@ func TestRetryWaitsForEarlierAttempt(t *testing.T) {
 		&decoder.Produced{Topic: "t", Partition: 1, Value: []byte("b")},
 	}}
 	src := &oneShot{events: []decoder.Event{tx}, acked: make(chan decoder.LSN, 10)}
-	p := New(src, log, nil, &deadLetters{}, &memEpochs{byTopic: map[int64][]Epoch{}}, slog.Default())
+	p := New(src, log, nil, &deadLetters{}, &memEpochs{byTopic: map[int64][]Epoch{}}, nil, slog.Default())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()

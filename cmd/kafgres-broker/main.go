@@ -192,21 +192,6 @@ func run() error {
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
-		dec := decoder.New(decoder.Config{DSN: cfg.DSN, Logger: log.With("component", "decoder")})
-		// The slot first: while the source guard holds the producer back
-		// (a log ahead of the WAL), the slot keeps what commits meanwhile.
-		if err := dec.PrepareSlot(pctx); err != nil {
-			if pctx.Err() == nil {
-				log.Error("SQL produce not started", "err", err)
-			}
-			return
-		}
-		if err := b.GuardSource(pctx); err != nil {
-			if pctx.Err() == nil {
-				log.Error("SQL produce not started", "err", err)
-			}
-			return
-		}
 		// CDC mappings render in Postgres through their own pools, with
 		// search_path pinned: nothing the renderer sends depends on it
 		pcfg, err := pgxpool.ParseConfig(cfg.DSN)
@@ -221,13 +206,29 @@ func run() error {
 			return
 		}
 		defer pool.Close()
+		status := producer.PGStatus{Pool: pool}
+		dec := decoder.New(decoder.Config{DSN: cfg.DSN, Skip: status.Skip, Logger: log.With("component", "decoder")})
+		// The slot first: while the source guard holds the producer back
+		// (a log ahead of the WAL), the slot keeps what commits meanwhile.
+		if err := dec.PrepareSlot(pctx); err != nil {
+			if pctx.Err() == nil {
+				log.Error("SQL produce not started", "err", err)
+			}
+			return
+		}
+		if err := b.GuardSource(pctx); err != nil {
+			if pctx.Err() == nil {
+				log.Error("SQL produce not started", "err", err)
+			}
+			return
+		}
 		renderer, err := mappings.NewRenderer(pool, mappings.Config{RenderTimeout: renderTime}, log.With("component", "mappings"))
 		if err != nil {
 			log.Error("CDC renderer", "err", err)
 			return
 		}
 		defer renderer.Close()
-		p := producer.New(dec, b, renderer, producer.PGDeadLetters{Pool: pool}, producer.PGEpochs{Pool: pool}, log.With("component", "producer"))
+		p := producer.New(dec, b, renderer, producer.PGDeadLetters{Pool: pool}, producer.PGEpochs{Pool: pool}, status, log.With("component", "producer"))
 		if n, err := producer.ReadFailpoint(cfg.DataDir); err != nil {
 			log.Error("failpoint", "err", err)
 		} else if n > 0 {

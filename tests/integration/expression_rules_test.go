@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,11 +25,18 @@ func TestExpressionRulesAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cases []struct {
-		Expr  string `json:"expr"`
-		Valid bool   `json:"valid"`
+		Expr   string `json:"expr"`
+		Prefix string `json:"prefix"`
+		Repeat int    `json:"repeat"`
+		Suffix string `json:"suffix"`
+		Valid  bool   `json:"valid"`
 	}
 	if err := json.Unmarshal(raw, &cases); err != nil {
 		t.Fatal(err)
+	}
+	for i, tc := range cases {
+		// a long case: prefix, expr repeated, suffix
+		cases[i].Expr = tc.Prefix + strings.Repeat(tc.Expr, max(tc.Repeat, 1)) + tc.Suffix
 	}
 	c := harness.Start(t)
 	conn := c.Conn(t)
@@ -37,12 +45,12 @@ func TestExpressionRulesAgree(t *testing.T) {
 		_, err := conn.Exec(context.Background(), `SELECT public.kafgres_validate_expression($1, 'value_expr')`, tc.Expr)
 		var pgErr *pgconn.PgError
 		if err != nil && (!errors.As(err, &pgErr) || (pgErr.Code != "42601" && pgErr.Code != "22023")) {
-			t.Errorf("kafgres_validate_expression(%q): unexpected error %v", tc.Expr, err)
+			t.Errorf("kafgres_validate_expression(%.80q): unexpected error %v", tc.Expr, err)
 			continue
 		}
 		cValid := err == nil
 		if cValid != goValid || cValid != tc.Valid {
-			t.Errorf("%q: C says valid %v (%v), Go says %v, the table says %v", tc.Expr, cValid, err, goValid, tc.Valid)
+			t.Errorf("%.80q: C says valid %v (%v), Go says %v, the table says %v", tc.Expr, cValid, err, goValid, tc.Valid)
 		}
 	}
 }
