@@ -58,8 +58,11 @@ type Config struct {
 	// read past, is to be skipped (kafgres_skip_transaction); nil: never.
 	// It is asked each time the stream stalls on a transaction it can
 	// name, before a Stall is delivered.
-	Skip   func(ctx context.Context, xid uint32) (bool, error)
-	Logger *slog.Logger // default slog.Default()
+	Skip func(ctx context.Context, xid uint32) (bool, error)
+	// UnreadableXid is a failpoint for tests (producer.FailpointFile):
+	// every message of that transaction reads as if it did not parse.
+	UnreadableXid uint32
+	Logger        *slog.Logger // default slog.Default()
 }
 
 const (
@@ -527,7 +530,7 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 		if err != nil {
 			return &protocolError{err: fmt.Errorf("XLogData: %w", err)}
 		}
-		frames, err := s.parser.Parse(x.WALData)
+		frames, err := s.parse(x.WALData)
 		if err != nil {
 			perr := &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart)}
 			if s.skip != nil {
@@ -581,6 +584,16 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 	default:
 		return &protocolError{err: fmt.Errorf("unknown CopyData message type 0x%02x", data[0])}
 	}
+}
+
+// parse parses a message, unless the UnreadableXid failpoint refuses it.
+func (s *stream) parse(msg []byte) ([]Frame, error) {
+	if fx := s.d.cfg.UnreadableXid; fx != 0 {
+		if xid, _, ok := peekHeader(msg); ok && xid == fx {
+			return nil, fmt.Errorf("failpoint: transaction %d is unreadable", xid)
+		}
+	}
+	return s.parser.Parse(msg)
 }
 
 // stalled handles a message (x) the stream cannot go past: the message

@@ -39,6 +39,7 @@
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(kafgres_validate_expression);
+PG_FUNCTION_INFO_V1(kafgres_check_expression_bounds);
 
 #define MAX_EXPRESSION_BYTES	(64 * 1024)
 #define MAX_EXPRESSION_TOKENS	10000
@@ -54,6 +55,7 @@ static void refuse(const char *argname, const char *detail);
 static void check_select(const char *argname, SelectStmt *stmt);
 static bool find_write(Node *node, const char **what);
 static void check_tokens(const char *argname, const char *query, bool whole);
+static void check_size(const char *argname, text *expr);
 
 /*
  * kafgres_validate_expression(expr text, argname text) RETURNS void
@@ -74,9 +76,7 @@ kafgres_validate_expression(PG_FUNCTION_ARGS)
 	RawStmt    *raw;
 	const char *what = NULL;
 
-	if (VARSIZE_ANY_EXHDR(expr_text) > MAX_EXPRESSION_BYTES)
-		refuse(argname, psprintf("It is %d bytes long, more than the %d an expression may have.",
-								 (int) VARSIZE_ANY_EXHDR(expr_text), MAX_EXPRESSION_BYTES));
+	check_size(argname, expr_text);
 	expr = text_to_cstring(expr_text);
 
 	initStringInfo(&query);
@@ -89,7 +89,10 @@ kafgres_validate_expression(PG_FUNCTION_ARGS)
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 
-	/* blank or only comments: say so rather than "syntax error at )" */
+	/*
+	 * blank or only comments: say so rather than "syntax error at )"; too
+	 * many tokens: refuse before parsing
+	 */
 	check_tokens(argname, expr, false);
 
 	stmts = raw_parser(query.data, RAW_PARSE_DEFAULT);
@@ -108,6 +111,35 @@ kafgres_validate_expression(PG_FUNCTION_ARGS)
 
 	error_context_stack = errcallback.previous;
 	PG_RETURN_VOID();
+}
+
+/*
+ * kafgres_check_expression_bounds(expr text, argname text) RETURNS void
+ *
+ * Raises an error naming argname unless expr is within the bounds the
+ * broker parses (MAX_EXPRESSION_BYTES, MAX_EXPRESSION_TOKENS) and has a
+ * token; the rest of kafgres_validate_expression's rules are left to the
+ * broker.  The trigger on kafgres.mapping calls it, so that no INSERT can
+ * hand the broker an expression it cannot parse safely.
+ */
+Datum
+kafgres_check_expression_bounds(PG_FUNCTION_ARGS)
+{
+	text	   *expr = PG_GETARG_TEXT_PP(0);
+	char	   *argname = text_to_cstring(PG_GETARG_TEXT_PP(1));
+
+	check_size(argname, expr);
+	check_tokens(argname, text_to_cstring(expr), false);
+	PG_RETURN_VOID();
+}
+
+/* The first bound, checked before anything reads expr. */
+static void
+check_size(const char *argname, text *expr)
+{
+	if (VARSIZE_ANY_EXHDR(expr) > MAX_EXPRESSION_BYTES)
+		refuse(argname, psprintf("It is %d bytes long, more than the %d an expression may have.",
+								 (int) VARSIZE_ANY_EXHDR(expr), MAX_EXPRESSION_BYTES));
 }
 
 /*
@@ -216,7 +248,8 @@ find_write(Node *node, const char **what)
 /*
  * Token-level checks with the core scanner (comments are not tokens).
  *
- * !whole: expr alone must have at least one token.
+ * !whole: expr alone must have at least one token, and at most
+ * MAX_EXPRESSION_TOKENS (the scanner does not recurse).
  *
  * whole: in "SELECT (" expr ")", the parenthesis before expr must be closed
  * by the one after it and by nothing earlier, and that one must be the last

@@ -19,29 +19,36 @@ type Failpoint struct {
 }
 
 // FailpointFile is the file in the broker's data directory that arms a
-// Failpoint for one start: "crash-after-appends N". It is removed when read,
-// so the restarted broker runs normally.
+// failpoint for one start: "crash-after-appends N" (a Failpoint), or
+// "unreadable-xid X" (decoder.Config.UnreadableXid: the stream stalls on
+// transaction X). It is removed when read, so the broker started after
+// that one runs normally.
 const FailpointFile = "failpoint"
 
-// ReadFailpoint reads and removes dir's failpoint file; zero Appends when
-// there is none.
-func ReadFailpoint(dir string) (int, error) {
+// ReadFailpoint reads and removes dir's failpoint file: the appends of a
+// Failpoint and the xid of an unreadable transaction, zero when not armed.
+func ReadFailpoint(dir string) (appends int, unreadableXid uint32, err error) {
 	path := filepath.Join(dir, FailpointFile)
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := os.Remove(path); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(b)), "crash-after-appends")))
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%s: want \"crash-after-appends N\", N > 0", path)
+	kind, arg, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	n, err := strconv.ParseUint(strings.TrimSpace(arg), 10, 32)
+	switch {
+	case err != nil || n == 0:
+	case kind == "crash-after-appends" && n <= 1<<30:
+		return int(n), 0, nil
+	case kind == "unreadable-xid":
+		return 0, uint32(n), nil
 	}
-	return n, nil
+	return 0, 0, fmt.Errorf("%s: want \"crash-after-appends N\" or \"unreadable-xid X\", N and X > 0", path)
 }
 
 // SetFailpoint arms f; call before Run.

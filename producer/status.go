@@ -36,7 +36,7 @@ func (s *Stall) passedBy(acked uint64) bool {
 	return acked > uint64(s.LSN)
 }
 
-// PGStatus keeps the state in kafgres.pipeline_state, and answers the
+// PGStatus keeps the state in kafgres.delivery, and answers the
 // decoder's question whether to skip a transaction from it.
 type PGStatus struct {
 	Pool *pgxpool.Pool
@@ -45,7 +45,7 @@ type PGStatus struct {
 const (
 	// since stays while the stall is the same one
 	stalledSQL = `
-UPDATE kafgres.pipeline_state AS s
+UPDATE kafgres.delivery AS s
    SET since = CASE WHEN s.state OPERATOR(pg_catalog.=) 'stalled'
                      AND s.stalled_lsn OPERATOR(pg_catalog.=) $2::text::pg_catalog.pg_lsn
                     THEN s.since ELSE pg_catalog.now() END,
@@ -55,12 +55,12 @@ UPDATE kafgres.pipeline_state AS s
        stalled_end_lsn = $4::text::pg_catalog.pg_lsn,
        skippable = $5`
 	flowingSQL = `
-UPDATE kafgres.pipeline_state AS s
+UPDATE kafgres.delivery AS s
    SET state = 'flowing', since = pg_catalog.now(), reason = NULL, stalled_lsn = NULL,
        stalled_xid = NULL, stalled_end_lsn = NULL, skippable = false, skip_xid = NULL
  WHERE s.state OPERATOR(pg_catalog.<>) 'flowing'`
 	skipSQL = `
-SELECT s.skip_xid OPERATOR(pg_catalog.=) $1 FROM kafgres.pipeline_state AS s`
+SELECT s.skip_xid OPERATOR(pg_catalog.=) $1 FROM kafgres.delivery AS s`
 )
 
 func (p PGStatus) Stalled(ctx context.Context, s Stall) error {
@@ -88,7 +88,7 @@ func (p PGStatus) Flowing(ctx context.Context) error {
 func (p PGStatus) Skip(ctx context.Context, xid uint32) (bool, error) {
 	var skip *bool
 	if err := p.Pool.QueryRow(ctx, skipSQL, int64(xid)).Scan(&skip); err != nil {
-		return false, fmt.Errorf("read kafgres.pipeline_state: %w", err)
+		return false, fmt.Errorf("read kafgres.delivery: %w", err)
 	}
 	return skip != nil && *skip, nil
 }

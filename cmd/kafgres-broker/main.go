@@ -206,8 +206,13 @@ func run() error {
 			return
 		}
 		defer pool.Close()
+		appends, unreadableXid, err := producer.ReadFailpoint(cfg.DataDir)
+		if err != nil {
+			log.Error("failpoint", "err", err)
+		}
 		status := producer.PGStatus{Pool: pool}
-		dec := decoder.New(decoder.Config{DSN: cfg.DSN, Skip: status.Skip, Logger: log.With("component", "decoder")})
+		dec := decoder.New(decoder.Config{DSN: cfg.DSN, Skip: status.Skip, UnreadableXid: unreadableXid,
+			Logger: log.With("component", "decoder")})
 		// The slot first: while the source guard holds the producer back
 		// (a log ahead of the WAL), the slot keeps what commits meanwhile.
 		if err := dec.PrepareSlot(pctx); err != nil {
@@ -229,10 +234,8 @@ func run() error {
 		}
 		defer renderer.Close()
 		p := producer.New(dec, b, renderer, producer.PGDeadLetters{Pool: pool}, producer.PGEpochs{Pool: pool}, status, log.With("component", "producer"))
-		if n, err := producer.ReadFailpoint(cfg.DataDir); err != nil {
-			log.Error("failpoint", "err", err)
-		} else if n > 0 {
-			p.SetFailpoint(producer.Failpoint{Appends: n, Crash: func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }})
+		if appends > 0 {
+			p.SetFailpoint(producer.Failpoint{Appends: appends, Crash: func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }})
 		}
 		if err := p.Run(pctx); err != nil {
 			log.Error("SQL produce stopped", "err", err)

@@ -1,8 +1,15 @@
 package integration
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/kafgres/kafgres/producer"
 	"github.com/kafgres/kafgres/tests/harness"
 )
 
@@ -37,4 +44,95 @@ func TestPipelineTableWithoutKey(t *testing.T) {
 		`<null> -> {"op": "I", "new": {"b": "a", "id": 1}, "old": null}`,
 		`<null> -> {"op": "D", "new": null, "old": null}`)
 	wantRecs(t, readTopic(t, c.Addr, "after", 1), `k -> delivered`)
+}
+
+// TestPipelineStallSkip: a transaction the replication stream cannot be
+// read past (the decoder's failpoint makes every message of it
+// unreadable) is a state in SQL: kafgres.pipeline says stalled, with the
+// reason, LSN and xid, and kafgres_wait_delivered raises an error naming
+// it instead of timing out. kafgres_skip_transaction skips exactly that
+// transaction, keeping what it held in kafgres.dead_letter; what was
+// committed after it is delivered, and the pipeline flows again.
+func TestPipelineStallSkip(t *testing.T) {
+	c := harness.Start(t)
+	dumpOnFailure(t, c)
+	c.CreateTopic(t, "st", 1)
+	conn := c.Conn(t)
+	ctx := context.Background()
+	mustExec(t, conn, `CREATE TABLE skipme (id int PRIMARY KEY)`,
+		`SELECT kafgres_add_mapping('skipme', 'skipme', 'st')`)
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xid int64
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint % 4294967296`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`INSERT INTO skipme VALUES (1)`, `SELECT kafgres_produce('st', 'k', 'skipped')`} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.DataDir(), producer.FailpointFile), fmt.Appendf(nil, "unreadable-xid %d", xid), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitBroker(t, c.KillBroker(t), 30*time.Second)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := c.Conn(t)
+	var after string
+	if err := other.QueryRow(ctx, `SELECT kafgres_produce('st', 'k', 'after')::text`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+
+	harness.Eventually(t, 30*time.Second, func() error {
+		var state string
+		var sxid *int64
+		var skippable bool
+		if err := conn.QueryRow(ctx, `SELECT state, stalled_xid, stall_skippable FROM kafgres.pipeline`).Scan(&state, &sxid, &skippable); err != nil {
+			t.Fatal(err)
+		}
+		if state != "stalled" || sxid == nil || *sxid != xid || !skippable {
+			return fmt.Errorf("kafgres.pipeline: %s, xid %v, skippable %v; want stalled on %d", state, sxid, skippable, xid)
+		}
+		return nil
+	})
+	pe := pgErr(t, conn, fmt.Sprintf(`SELECT kafgres_wait_delivered('%s', '30 seconds')`, after))
+	if pe.Code != "55000" || !strings.Contains(pe.Message, "stalled") || !strings.Contains(pe.Hint, fmt.Sprintf("kafgres_skip_transaction(%d)", xid)) {
+		t.Fatalf("kafgres_wait_delivered while stalled: %s %q hint %q", pe.Code, pe.Message, pe.Hint)
+	}
+	if pe := pgErr(t, conn, fmt.Sprintf(`SELECT kafgres_skip_transaction(%d)`, xid+1)); pe.Code != "22023" {
+		t.Fatalf("skipping another transaction: %s %s", pe.Code, pe.Message)
+	}
+	mustExec(t, conn, fmt.Sprintf(`SELECT kafgres_skip_transaction(%d)`, xid))
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT kafgres_wait_delivered($1::pg_lsn, '30 seconds')`, after).Scan(&ok); err != nil || !ok {
+		t.Fatalf("after the skip: %v %v", ok, err)
+	}
+	wantRecs(t, readTopic(t, c.Addr, "st", 1), `k -> after`)
+
+	var n int
+	var reason string
+	if err := conn.QueryRow(ctx, `SELECT count(*) OVER (), error FROM kafgres.dead_letter WHERE xid = $1`, xid).Scan(&n, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || !strings.Contains(reason, "skipped with kafgres_skip_transaction") {
+		t.Fatalf("dead letters of the skipped transaction: %d, %q", n, reason)
+	}
+	var state string
+	harness.Eventually(t, 10*time.Second, func() error {
+		if err := conn.QueryRow(ctx, `SELECT state FROM kafgres.pipeline`).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		if state != "flowing" {
+			return fmt.Errorf("state %s after the skip", state)
+		}
+		return nil
+	})
+	if pe := pgErr(t, conn, fmt.Sprintf(`SELECT kafgres_skip_transaction(%d)`, xid)); pe.Code != "55000" {
+		t.Fatalf("skipping while flowing: %s %s", pe.Code, pe.Message)
+	}
 }
