@@ -432,9 +432,20 @@ func TestPipelineMappingsRemoveStalled(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), `SELECT kafgres_produce('fine', NULL, 'held')::text`).Scan(&lsn); err != nil {
 		t.Fatal(err)
 	}
-	var ok bool
-	if err := conn.QueryRow(context.Background(), `SELECT kafgres_wait_delivered($1::pg_lsn, '1 second')`, lsn).Scan(&ok); err != nil || ok {
-		t.Fatalf("delivered past a stalled mapping: %v %v", ok, err)
+	// the stall is a state: kafgres_wait_delivered names it rather than
+	// time out
+	harness.Eventually(t, 20*time.Second, func() error {
+		var state, reason string
+		if err := conn.QueryRow(context.Background(), `SELECT state, coalesce(stall_reason, '') FROM kafgres.pipeline`).Scan(&state, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if state != "stalled" || !strings.Contains(reason, "ratio") {
+			return fmt.Errorf("kafgres.pipeline: %s %q", state, reason)
+		}
+		return nil
+	})
+	if pe := pgErr(t, conn, `SELECT kafgres_wait_delivered('`+lsn+`'::pg_lsn, '30 seconds')`); pe.Code != "55000" || !strings.Contains(pe.Message, "division by zero") {
+		t.Fatalf("waiting past a stalled mapping: %s %s", pe.Code, pe.Message)
 	}
 	mustExec(t, conn, `SELECT kafgres_remove_mapping('ratio')`)
 	produceDeliveredAtOnce(t, conn, "fine", "flows")

@@ -136,3 +136,34 @@ func TestPipelineStallSkip(t *testing.T) {
 		t.Fatalf("skipping while flowing: %s %s", pe.Code, pe.Message)
 	}
 }
+
+// TestMappingExpressionBounded: an expression deep enough to overflow the
+// C stack of the broker's parser (25,000 "+1" terms) is refused at every
+// way into kafgres.mapping -- kafgres_add_mapping and a plain INSERT --
+// and the broker, rendering the table's changes, stays up.
+func TestMappingExpressionBounded(t *testing.T) {
+	c := harness.Start(t)
+	conn := c.Conn(t)
+	deep := "1" + strings.Repeat("+1", 25000)
+	mustExec(t, conn, `CREATE TABLE deep (id int PRIMARY KEY)`, `SELECT kafgres_create_topic('deep', 1)`)
+	pid := c.BrokerPID(t)
+	for _, q := range []string{
+		`SELECT kafgres_add_mapping('deep', 'deep', 'deep', value_expr => '` + deep + `')`,
+		`INSERT INTO kafgres.mapping (name, source_relid, topic, value_expr, on_error, owner_role, search_path)
+		 VALUES ('deep', 'deep'::regclass, 'deep', '` + deep + `', 'dead_letter', 10, 'public')`,
+		`INSERT INTO kafgres.mapping (name, source_relid, topic, key_expr, on_error, owner_role, search_path)
+		 VALUES ('long', 'deep'::regclass, 'deep', '''` + strings.Repeat("x", 70000) + `''', 'dead_letter', 10, 'public')`,
+	} {
+		pe := pgErr(t, conn, q)
+		if pe.Code != "22023" || !strings.Contains(pe.Detail, "more than the") {
+			t.Fatalf("%.60s...: %s %s (%s)", q, pe.Code, pe.Message, pe.Detail)
+		}
+	}
+	mustExec(t, conn, `SELECT kafgres_add_mapping('fine', 'deep', 'deep', value_expr => '`+"1"+strings.Repeat("+1", 3000)+`')`,
+		`INSERT INTO deep VALUES (1)`)
+	waitDelivered(t, conn)
+	wantRecs(t, readTopic(t, c.Addr, "deep", 1), "<null> -> 3001")
+	if got := c.BrokerPID(t); got != pid {
+		t.Fatalf("the broker restarted: pid %d, was %d", got, pid)
+	}
+}
