@@ -38,6 +38,8 @@
 #include "parser/scanner.h"
 #include "utils/builtins.h"
 
+#include "pgcompat.h"
+
 PG_FUNCTION_INFO_V1(kafgres_validate_expression);
 PG_FUNCTION_INFO_V1(kafgres_check_expression_bounds);
 
