@@ -395,7 +395,7 @@ func (v *batchValidation) validate(ctx context.Context, records []byte) (segment
 // records reads every record of the batch h (LogValidator.validateRecord
 // and the batch iterators' checks).
 func (v *batchValidation) records(ctx context.Context, h segment.BatchHeader, section []byte) error {
-	compacted := strings.Contains(v.settings.CleanupPolicy, "compact")
+	compacted := v.settings.Compacted()
 	checkTime := !v.settings.LogAppendTime && !h.HasLogAppendTime()
 	var (
 		errs        []kmsg.ProduceResponseTopicPartitionErrorRecord

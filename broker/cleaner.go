@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +65,7 @@ func (b *Broker) runCleaner(ctx context.Context, now time.Time, cs kconfig.Clean
 	var due []cleanCandidate
 	for _, tp := range b.catalog.topics() {
 		s := b.topicSettings(tp)
-		if !strings.Contains(s.CleanupPolicy, "compact") {
+		if !s.Compacted() {
 			continue
 		}
 		for _, p := range tp.parts {

@@ -33,14 +33,16 @@ func (b *Broker) Topic(ctx context.Context, name string) (producer.TopicInfo, bo
 	return producer.TopicInfo{ID: t.id, Partitions: int32(len(t.parts)), Internal: topicname.Internal(t.name)}, true, nil
 }
 
-// MaxMessageBytes is topic's effective max.message.bytes, which the
-// producer checks each record against before appending it.
-func (b *Broker) MaxMessageBytes(topic string) (int32, error) {
+// Limits are what topic's effective settings refuse of a record, which the
+// producer checks each record against before appending it, as Produce
+// does (00_produce.go).
+func (b *Broker) Limits(topic string) (producer.Limits, error) {
 	t := b.catalog.topicByName(topic)
 	if t == nil {
-		return 0, fmt.Errorf("%w %q", errUnknownTopic, topic)
+		return producer.Limits{}, fmt.Errorf("%w %q", errUnknownTopic, topic)
 	}
-	return b.topicSettings(t).MaxMessageBytes, nil
+	s := b.topicSettings(t)
+	return producer.Limits{MaxMessageBytes: s.MaxMessageBytes, Compacted: s.Compacted()}, nil
 }
 
 // SourceApplied is the highest source LSN appended to a partition.

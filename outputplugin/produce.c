@@ -121,6 +121,7 @@ static void check_topic_name(const char *topic);
 static void check_header_key(const char *key, int len);
 static void check_record_size(ProduceRecord *rec);
 static void check_topic_and_partition(ProduceRecord *rec);
+static void check_key_compacted(ProduceRecord *rec);
 static void check_wal_level(const char *what);
 static void check_slot(void);
 static int64 varint_size(int64 value);
@@ -204,41 +205,48 @@ kafgres_produce_arrays(PG_FUNCTION_ARGS)
  * inside the caller's transaction.
  */
 static Oid	acl_check_oid = InvalidOid;
-static bool acl_check_callback = false;
+static Oid	topic_compacts_oid = InvalidOid;
+static bool kafgres_functions_callback = false;
 
 static void
-acl_check_invalidate(Datum arg, int cacheid, uint32 hashvalue)
+kafgres_functions_invalidate(Datum arg, int cacheid, uint32 hashvalue)
 {
 	acl_check_oid = InvalidOid;
+	topic_compacts_oid = InvalidOid;
 }
 
+/*
+ * The OID of the SQL function kafgres.<name>(text, ...) with nargs text
+ * arguments, cached in *oid until the next pg_proc invalidation.
+ */
 static Oid
-lookup_acl_check(void)
+lookup_kafgres_function(const char *name, int nargs, Oid *oid)
 {
 	Oid			nspid;
 	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 	oidvector  *args;
 
-	if (!acl_check_callback)
+	Assert(nargs <= lengthof(argtypes));
+	if (!kafgres_functions_callback)
 	{
-		CacheRegisterSyscacheCallback(PROCOID, acl_check_invalidate, (Datum) 0);
-		acl_check_callback = true;
+		CacheRegisterSyscacheCallback(PROCOID, kafgres_functions_invalidate, (Datum) 0);
+		kafgres_functions_callback = true;
 	}
-	if (OidIsValid(acl_check_oid))
-		return acl_check_oid;
+	if (OidIsValid(*oid))
+		return *oid;
 	nspid = get_namespace_oid("kafgres", true);
-	args = buildoidvector(argtypes, 4);
+	args = buildoidvector(argtypes, nargs);
 	if (OidIsValid(nspid))
-		acl_check_oid = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
-										CStringGetDatum("acl_check"),
-										PointerGetDatum(args),
-										ObjectIdGetDatum(nspid));
-	if (!OidIsValid(acl_check_oid))
+		*oid = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+							   CStringGetDatum(name),
+							   PointerGetDatum(args),
+							   ObjectIdGetDatum(nspid));
+	if (!OidIsValid(*oid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FUNCTION),
-				 errmsg("function kafgres.acl_check does not exist"),
+				 errmsg("function kafgres.%s does not exist", name),
 				 errhint("Run ALTER EXTENSION kafgres UPDATE in this database.")));
-	return acl_check_oid;
+	return *oid;
 }
 
 /*
@@ -364,7 +372,7 @@ check_topic_acl(const char *topic)
 	principal = psprintf("User:%s", GetUserNameFromId(GetUserId(), false));
 	if (!acl_cache_lookup(topic, &key, &allowed))
 	{
-		allowed = DatumGetBool(OidFunctionCall4(lookup_acl_check(),
+		allowed = DatumGetBool(OidFunctionCall4(lookup_kafgres_function("acl_check", 4, &acl_check_oid),
 												CStringGetTextDatum(principal),
 												CStringGetTextDatum("WRITE"),
 												CStringGetTextDatum("TOPIC"),
@@ -417,6 +425,7 @@ produce(ProduceRecord *rec)
 	check_record_size(rec);
 	check_topic_acl(rec->topic);
 	check_topic_and_partition(rec);
+	check_key_compacted(rec);
 
 	check_wal_level("kafgres_produce");
 	check_slot();
@@ -1053,6 +1062,30 @@ check_topic_and_partition(ProduceRecord *rec)
 						rec->partition, rec->topic),
 				 errdetail("Topic \"%s\" has %d partitions, numbered from 0.",
 						   rec->topic, partitions)));
+}
+
+/*
+ * A record without a key cannot go to a compacted topic: Kafka refuses it
+ * (INVALID_RECORD, "Compacted topic cannot accept message without key"),
+ * and compaction could never remove it.  The topic's cleanup.policy, else
+ * the broker's log.cleanup.policy, is the plpgsql function
+ * kafgres.topic_compacts (SECURITY DEFINER: the caller needs no privilege
+ * on the config tables), whose plan is cached per backend; asked only for
+ * a NULL key.
+ */
+static void
+check_key_compacted(ProduceRecord *rec)
+{
+	if (rec->key != NULL)
+		return;
+	if (!DatumGetBool(OidFunctionCall1(lookup_kafgres_function("topic_compacts", 1, &topic_compacts_oid),
+									   CStringGetTextDatum(rec->topic))))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("a record without a key cannot go to compacted topic \"%s\"", rec->topic),
+			 errdetail("The topic's cleanup.policy includes compact: compaction keeps the latest record of each key, and Kafka refuses records without one there."),
+			 errhint("Give the record a key.")));
 }
 
 /*

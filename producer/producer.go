@@ -43,9 +43,8 @@ type Log interface {
 	// auto-creation allows; ok is false when it does not exist and was
 	// not created.
 	Topic(ctx context.Context, name string) (t TopicInfo, ok bool, err error)
-	// MaxMessageBytes is the topic's max.message.bytes: the largest record
-	// batch it stores.
-	MaxMessageBytes(topic string) (int32, error)
+	// Limits are what the topic refuses of a record.
+	Limits(topic string) (Limits, error)
 	// SourceApplied is the highest source position appended to a partition.
 	SourceApplied(topic string, partition int32) (uint64, error)
 	// AppendSourced appends batches in order; the channel closes once they
@@ -66,6 +65,13 @@ type Log interface {
 	// whether records were appended, or lsn only moved past WAL without
 	// kafgres content.
 	Delivered(lsn uint64, records bool)
+}
+
+// Limits are what a topic refuses of a record, as it does of a Kafka
+// producer's.
+type Limits struct {
+	MaxMessageBytes int32 // max.message.bytes: the largest record batch it stores
+	Compacted       bool  // cleanup.policy includes compact: a record needs a key
 }
 
 // TopicInfo is what placement needs of a topic: its identity (a topic
@@ -404,7 +410,7 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 					return nil, err
 				}
 				if why == "" {
-					why, err = p.tooLarge(tp, rec)
+					why, err = p.refused(tp, rec)
 					if err != nil {
 						return nil, err
 					}
@@ -499,17 +505,23 @@ func skippedWhy(tx *decoder.Transaction, why string) string {
 	return skipped + "; this message: " + why
 }
 
-// tooLarge checks a record against its topic's max.message.bytes where it
-// is appended: kafgres_produce checks kafgres.max_message_bytes when it is
-// called, but the topic may take less, and CDC records are only sized
-// here. It says why a record does not fit, or "".
-func (p *Producer) tooLarge(tp topicPartition, rec record) (string, error) {
-	limit, err := p.log.MaxMessageBytes(tp.topic)
+// refused checks a record against its topic where it is appended, as the
+// topic would check a Kafka producer's: max.message.bytes (kafgres_produce
+// checks kafgres.max_message_bytes when it is called, but the topic may
+// take less, and CDC records are only sized here), and a key for a
+// compacted topic (kafgres_produce refuses a record without one; a CDC
+// record, or one produced before the topic was compacted, is caught here).
+// It says why the record is refused, or "".
+func (p *Producer) refused(tp topicPartition, rec record) (string, error) {
+	limits, err := p.log.Limits(tp.topic)
 	if err != nil {
-		return "", fmt.Errorf("max.message.bytes of %s: %w", tp.topic, err)
+		return "", fmt.Errorf("limits of %s: %w", tp.topic, err)
 	}
-	if size := batchSize(rec); size > int(limit) {
-		return fmt.Sprintf("record of %d bytes (as a record batch) is larger than max.message.bytes %d of topic %q; not appended", size, limit, tp.topic), nil
+	if size := batchSize(rec); size > int(limits.MaxMessageBytes) {
+		return fmt.Sprintf("record of %d bytes (as a record batch) is larger than max.message.bytes %d of topic %q; not appended", size, limits.MaxMessageBytes, tp.topic), nil
+	}
+	if limits.Compacted && rec.key == nil {
+		return fmt.Sprintf("record without a key; topic %q is compacted (cleanup.policy), which refuses it as Kafka does; not appended", tp.topic), nil
 	}
 	return "", nil
 }

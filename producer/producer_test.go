@@ -25,6 +25,7 @@ import (
 type fakeLog struct {
 	partitions map[string]int32  // absent: no such topic
 	maxBytes   map[string]int32  // absent: Kafka's default
+	compacted  map[string]bool   // cleanup.policy includes compact
 	applied    map[string]uint64 // "topic/partition" -> source
 	appended   map[string][]segment.SourcedBatch
 	delivered  uint64
@@ -43,11 +44,12 @@ func (f *fakeLog) Topic(_ context.Context, topic string) (TopicInfo, bool, error
 	n, ok := f.partitions[topic]
 	return TopicInfo{ID: int64(len(topic)), Partitions: n, Internal: topicname.Internal(topic)}, ok, nil
 }
-func (f *fakeLog) MaxMessageBytes(topic string) (int32, error) {
+func (f *fakeLog) Limits(topic string) (Limits, error) {
+	l := Limits{MaxMessageBytes: 1048588, Compacted: f.compacted[topic]}
 	if m, ok := f.maxBytes[topic]; ok {
-		return m, nil
+		l.MaxMessageBytes = m
 	}
-	return 1048588, nil
+	return l, nil
 }
 func (f *fakeLog) SourceApplied(topic string, p int32) (uint64, error) {
 	return f.applied[key(topic, p)], nil
@@ -284,6 +286,41 @@ func TestAppendGroupDeadLettersOversizedRecords(t *testing.T) {
 		string(rec.Value) != big || rec.Key != nil ||
 		!strings.Contains(d.Error, "max.message.bytes 2000") || !strings.Contains(d.Error, `"t"`) {
 		t.Fatalf("dead letter %+v", d)
+	}
+}
+
+// TestAppendGroupDeadLettersKeylessToCompacted: a compacted topic refuses
+// a record without a key, as it refuses a Kafka producer's: it is
+// dead-lettered with the reason, and the keyed records around it are
+// appended. A skipped transaction's records are all dead-lettered.
+func TestAppendGroupDeadLettersKeylessToCompacted(t *testing.T) {
+	log := &fakeLog{partitions: map[string]int32{"t": 1}, compacted: map[string]bool{"t": true}, applied: map[string]uint64{}, appended: map[string][]segment.SourcedBatch{}}
+	dl := &deadLetters{}
+	p := newProducer(log, dl)
+	tx := txn(10, "keyed", "keyless", "keyed too")
+	tx.Items[0].(*decoder.Produced).Key = []byte("k")
+	tx.Items[2].(*decoder.Produced).Key = []byte("k")
+	skipped := txn(20, "held")
+	skipped.Items[0].(*decoder.Produced).Key = []byte("k")
+	skipped.Skipped = errors.New("frame 1: unreadable")
+	if err := p.appendGroup(context.Background(), []*decoder.Transaction{tx, skipped}); err != nil {
+		t.Fatal(err)
+	}
+	got := log.appended[key("t", 0)]
+	if len(got) != 1 {
+		t.Fatalf("%d batches, want 1", len(got))
+	}
+	if h, err := segment.ValidateBatch(got[0].Batch); err != nil || h.NumRecords != 2 {
+		t.Fatalf("batch %+v %v: want the two keyed records", h, err)
+	}
+	if len(dl.got) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(dl.got))
+	}
+	if rec, _ := dl.got[0].Row.(DeadRecord); string(rec.Value) != "keyless" || !strings.Contains(dl.got[0].Error, "compacted") {
+		t.Fatalf("dead letter %+v", dl.got[0])
+	}
+	if rec, _ := dl.got[1].Row.(DeadRecord); string(rec.Value) != "held" || !strings.Contains(dl.got[1].Error, "kafgres_skip_transaction: frame 1: unreadable") {
+		t.Fatalf("dead letter %+v", dl.got[1])
 	}
 }
 

@@ -46,8 +46,11 @@ CREATE OR REPLACE VIEW kafgres.pipeline AS
       FROM kafgres.delivery AS d;
 
 /*
- * kafgres_wait_delivered: as before, but a stalled pipeline is an error
- * naming the stall, not a timeout that returns false.
+ * kafgres_wait_delivered: as before, but a timeout while the pipeline is
+ * stalled before the target is an error naming the stall, not false: the
+ * caller learns why, and what to do.  The stall may clear while it waits
+ * (the mapping that stalled removed, a skip on its way), so it is only
+ * reported at the deadline.
  */
 CREATE OR REPLACE FUNCTION kafgres_wait_delivered(lsn pg_lsn, timeout interval DEFAULT '10 seconds')
 RETURNS boolean
@@ -92,8 +95,12 @@ BEGIN
         IF v_d.applied_lsn >= v_target THEN
             RETURN true;
         END IF;
-        -- what holds delivery back lies before the target, and no skip
-        -- of it is on its way: waiting on would only time out
+        IF pg_catalog.clock_timestamp() < v_deadline THEN
+            PERFORM pg_catalog.pg_sleep(0.005);
+            CONTINUE;
+        END IF;
+        -- out of time: if what holds delivery back lies before the target
+        -- (and no skip of it is on its way), say what it is
         IF v_d.state = 'stalled' AND v_d.stalled_lsn < v_target
            AND v_d.skip_xid IS DISTINCT FROM v_d.stalled_xid THEN
             RAISE EXCEPTION 'the kafgres pipeline is stalled: %', v_d.reason
@@ -105,10 +112,7 @@ BEGIN
                                   THEN pg_catalog.format('Fix the cause, or skip that transaction with SELECT kafgres_skip_transaction(%s); see docs/operations.md, "A stalled pipeline".', v_d.stalled_xid)
                                   ELSE 'Fix the cause; see docs/operations.md, "A stalled pipeline".' END;
         END IF;
-        IF pg_catalog.clock_timestamp() >= v_deadline THEN
-            RETURN false;
-        END IF;
-        PERFORM pg_catalog.pg_sleep(0.005);
+        RETURN false;
     END LOOP;
 END
 $$;
@@ -207,3 +211,40 @@ $$;
 CREATE TRIGGER mapping_bounded
     BEFORE INSERT ON kafgres.mapping
     FOR EACH ROW EXECUTE FUNCTION kafgres.mapping_bounded();
+
+/*
+ * kafgres.topic_compacts(topic): whether the topic's records are
+ * compacted, as the broker decides it: the topic's cleanup.policy, else
+ * the broker's log.cleanup.policy (this node's over the cluster default),
+ * else Kafka's default, delete.  kafgres_produce asks it for a record
+ * without a key, which a compacted topic refuses, as Kafka does
+ * (outputplugin/produce.c); a topic not created yet takes the broker's.
+ * plpgsql, so that its plans are kept per backend; SECURITY DEFINER, so
+ * that a producing role needs no privilege on the config tables.
+ */
+CREATE FUNCTION kafgres.topic_compacts(topic text)
+RETURNS boolean
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_policy text;
+BEGIN
+    SELECT c.value INTO v_policy
+      FROM kafgres.topic AS t
+      JOIN kafgres.topic_config AS c ON c.topic_id = t.topic_id
+     WHERE t.name = topic_compacts.topic AND c.name = 'cleanup.policy';
+    IF v_policy IS NULL THEN
+        SELECT b.value INTO v_policy
+          FROM kafgres.broker_config AS b
+         WHERE b.name = 'log.cleanup.policy' AND (b.node_id IS NULL OR b.node_id = 1)
+         ORDER BY b.node_id NULLS LAST
+         LIMIT 1;
+    END IF;
+    RETURN 'compact' = ANY (string_to_array(replace(lower(coalesce(v_policy, 'delete')), ' ', ''), ','));
+END
+$$;
+COMMENT ON FUNCTION kafgres.topic_compacts(text) IS 'whether the topic compacts (its cleanup.policy, else the broker''s log.cleanup.policy)';
+REVOKE ALL ON FUNCTION kafgres.topic_compacts(text) FROM PUBLIC;

@@ -128,6 +128,10 @@ type TopicSettings struct {
 	SegmentIndexBytes                                         int64
 }
 
+// Compacted says whether the policy includes compact: the cleaner keeps
+// the latest record of each key, and produce refuses records without one.
+func (s TopicSettings) Compacted() bool { return strings.Contains(s.CleanupPolicy, "compact") }
+
 // TopicSettings are the effective values for a topic with these overrides.
 func (bc *Configs) TopicSettings(overrides map[string]string) TopicSettings {
 	v := func(name string) configValue { val, _ := bc.topicValue(topicKeyByName[name], overrides); return val }

@@ -89,3 +89,23 @@ SELECT * FROM pg_logical_slot_peek_binary_changes('kafgres', NULL, NULL, 'includ
 SELECT * FROM pg_logical_slot_peek_changes('kafgres', NULL, NULL);
 
 SELECT kafgres_drop_topic('e2');
+
+-- a compacted topic refuses a record without a key, as Kafka refuses it:
+-- the topic's cleanup.policy decides, else the broker's
+-- log.cleanup.policy; keyed records go in
+SELECT kafgres_create_topic('compacted', 1) > 0 AS created;
+INSERT INTO kafgres.topic_config (topic_id, name, value)
+    SELECT topic_id, 'cleanup.policy', 'compact,delete' FROM kafgres.topic WHERE name = 'compacted';
+SELECT kafgres_produce('compacted', NULL, 'no key');
+SELECT kafgres_produce('compacted', NULL::bytea, 'no key'::bytea);
+SELECT kafgres_produce('compacted', 'k', 'keyed') IS NOT NULL AS produced;
+SELECT kafgres_create_topic('plain', 1) > 0 AS created;
+SELECT kafgres_produce('plain', NULL, 'no key') IS NOT NULL AS produced;
+INSERT INTO kafgres.broker_config (node_id, name, value) VALUES (NULL, 'log.cleanup.policy', 'compact');
+SELECT kafgres_produce('plain', NULL, 'no key');
+-- this broker's own setting wins over the cluster default
+INSERT INTO kafgres.broker_config (node_id, name, value) VALUES (1, 'log.cleanup.policy', 'delete');
+SELECT kafgres_produce('plain', NULL, 'no key') IS NOT NULL AS produced;
+DELETE FROM kafgres.broker_config;
+SELECT * FROM decode();
+SELECT kafgres_drop_topic('compacted'), kafgres_drop_topic('plain');

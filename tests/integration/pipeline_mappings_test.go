@@ -444,7 +444,7 @@ func TestPipelineMappingsRemoveStalled(t *testing.T) {
 		}
 		return nil
 	})
-	if pe := pgErr(t, conn, `SELECT kafgres_wait_delivered('`+lsn+`'::pg_lsn, '30 seconds')`); pe.Code != "55000" || !strings.Contains(pe.Message, "division by zero") {
+	if pe := pgErr(t, conn, `SELECT kafgres_wait_delivered('`+lsn+`'::pg_lsn, '1 second')`); pe.Code != "55000" || !strings.Contains(pe.Message, "division by zero") {
 		t.Fatalf("waiting past a stalled mapping: %s %s", pe.Code, pe.Message)
 	}
 	mustExec(t, conn, `SELECT kafgres_remove_mapping('ratio')`)

@@ -100,7 +100,7 @@ func TestPipelineStallSkip(t *testing.T) {
 		}
 		return nil
 	})
-	pe := pgErr(t, conn, fmt.Sprintf(`SELECT kafgres_wait_delivered('%s', '30 seconds')`, after))
+	pe := pgErr(t, conn, fmt.Sprintf(`SELECT kafgres_wait_delivered('%s', '1 second')`, after))
 	if pe.Code != "55000" || !strings.Contains(pe.Message, "stalled") || !strings.Contains(pe.Hint, fmt.Sprintf("kafgres_skip_transaction(%d)", xid)) {
 		t.Fatalf("kafgres_wait_delivered while stalled: %s %q hint %q", pe.Code, pe.Message, pe.Hint)
 	}
@@ -165,5 +165,35 @@ func TestMappingExpressionBounded(t *testing.T) {
 	wantRecs(t, readTopic(t, c.Addr, "deep", 1), "<null> -> 3001")
 	if got := c.BrokerPID(t); got != pid {
 		t.Fatalf("the broker restarted: pid %d, was %d", got, pid)
+	}
+}
+
+// TestCompactedTopicRefusesKeyless: what Kafka refuses, SQL produce and CDC
+// refuse too. kafgres_produce without a key into a compacted topic is an
+// error at the call; a mapping's record without a key for it is
+// dead-lettered with the reason, and its keyed records are delivered.
+func TestCompactedTopicRefusesKeyless(t *testing.T) {
+	c := harness.Start(t)
+	dumpOnFailure(t, c)
+	conn := c.Conn(t)
+	mustExec(t, conn,
+		`SELECT kafgres_create_topic('compacted', 1)`,
+		`INSERT INTO kafgres.topic_config (topic_id, name, value)
+		   SELECT topic_id, 'cleanup.policy', 'compact' FROM kafgres.topic WHERE name = 'compacted'`,
+		`CREATE TABLE kv (id int PRIMARY KEY, k text)`,
+		`SELECT kafgres_add_mapping('kv', 'kv', 'compacted', value_expr => $$ new.id::text $$, key_expr => $$ new.k $$)`)
+	if pe := pgErr(t, conn, `SELECT kafgres_produce('compacted', NULL, 'v')`); pe.Code != "22023" || !strings.Contains(pe.Message, "compacted topic") {
+		t.Fatalf("kafgres_produce without a key: %s %s", pe.Code, pe.Message)
+	}
+	mustExec(t, conn, `INSERT INTO kv VALUES (1, 'a'), (2, NULL), (3, 'c')`)
+	waitDelivered(t, conn)
+	wantRecs(t, readTopic(t, c.Addr, "compacted", 2), "a -> 1", "c -> 3")
+	var reason string
+	if err := conn.QueryRow(context.Background(),
+		`SELECT error FROM kafgres.dead_letter WHERE mapping_id IS NULL AND new_row->>'value' = 'Mg=='`).Scan(&reason); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(reason, "compacted") {
+		t.Fatalf("dead letter reason %q", reason)
 	}
 }
