@@ -20,7 +20,8 @@
 #   make fuzz     run every Go fuzz target briefly (FUZZTIME, default 15s each; CI does)
 #   make bench    benchmarks, the memory-bound check, 5,000 power cuts and the
 #                 side-by-side comparison with Apache Kafka 4.4 (numbers in docs/)
-#   make soak     every fuzz target for 10^7 executions (counts in docs/security.md)
+#   make soak     every fuzz target for 10^7 executions (counts in docs/security.md),
+#                 then the pipeline chaos test for 10 minutes (docs/operations.md)
 #   make conformance  run every conformance client against kafgres and a reference
 #                 Kafka 4.4.0 and diff (docs/conformance.md); CLIENTS=a,b SCENARIOS=x,y narrow it,
 #                 ENGINE=table runs it on table-engine topics; ENGINES=segment,table
@@ -132,8 +133,9 @@ FUZZTIME ?= 15s
 fuzz: deps
 	tests/fuzz.sh $(FUZZTIME)
 
-soak: deps
+soak: deps build install
 	tests/fuzz.sh 10000000x
+	cd tests && KAFGRES_CHAOS_SECONDS=600 go test -count=1 -timeout 30m -run '^TestPipelineChaos$$' -v ./integration
 
 # The pipeline benchmarks run the fixed workloads of issue #11, and the
 # side-by-side ones against Apache Kafka those of issues #14 and #16: they

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -64,7 +65,12 @@ type Renderer struct {
 	lastRetire time.Time             // last advanceRetired
 	fns        map[int64]*renderFn
 	status     map[int64]*mappingStatus
-	lastFlush  time.Time
+	// deadHigh is the highest change position with a mapping's dead
+	// letter, as far as known (deadHighKnown): a change at or before it
+	// may be decided already (decided).
+	deadHigh      decoder.LSN
+	deadHighKnown bool
+	lastFlush     time.Time
 	flushTimer *time.Timer // pending trailing flush, if any
 }
 
@@ -100,9 +106,19 @@ func (st *mappingStatus) set(status, lastError string) {
 
 // job is the rows of one mapping in one Render call.
 type job struct {
-	m    *Mapping
-	rows []renderRow
+	m         *Mapping
+	rows      []renderRow
+	delivered Delivered
 }
+
+// Delivered says whether every partition of topic has the source
+// position end: a change of the transaction that ends there was rendered
+// before (its record appended, or none due), and is not rendered again.
+// A group replayed after a crash, or streamed again after a reconnect,
+// holds such changes; rendered again now, a change could fail where it
+// passed before (a column renamed meanwhile), and be dead-lettered as
+// well as delivered.
+type Delivered func(topic string, end decoder.LSN) bool
 
 type renderRow struct {
 	item     decoder.Item    // the change or snapshot row
@@ -111,6 +127,7 @@ type renderRow struct {
 	snapshot string          // a snapshot row's to_jsonb text
 	op       string
 	lsn      decoder.LSN
+	end      decoder.LSN // the end of the change's transaction
 	xid      int64
 	commitTS time.Time
 }
@@ -222,7 +239,9 @@ func (r *Renderer) Close() {
 // Render renders every change and snapshot row of txns: the records of
 // each (one per mapping of the table whose filter passes). An error means
 // nothing should be appended; the caller retries the group.
-func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) (Rendered, error) {
+//
+// delivered (nil: none) says which transactions are rendered already.
+func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction, delivered Delivered) (Rendered, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.listenOnce.Do(r.startListener)
@@ -266,6 +285,9 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction) (Ren
 	if err != nil {
 		return nil, err
 	}
+	for _, j := range jobs {
+		j.delivered = delivered
+	}
 	// Privileges can be revoked at any time, and REVOKE notifies nobody:
 	// every render call checks its mapping's owner first (callSQL).
 	for _, j := range jobs {
@@ -298,7 +320,7 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction, n i
 	var snaps []snapRow
 	for _, tx := range txns {
 		for _, item := range tx.Items {
-			base := renderRow{item: item, xid: int64(tx.Xid), commitTS: tx.CommitTime}
+			base := renderRow{item: item, end: tx.EndLSN, xid: int64(tx.Xid), commitTS: tx.CommitTime}
 			if tx.Skipped != nil {
 				base.err = fmt.Errorf("%w: its transaction was skipped with kafgres_skip_transaction: %w", errBroken, tx.Skipped)
 			}
@@ -416,17 +438,42 @@ func (r *Renderer) snapshotsStarted(ctx context.Context, ids, xids []int64) (map
 // a retired mapping, or one whose definition can never render, never
 // stalls.
 func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
-	// rows that cannot be rendered whatever the definition fail first
+	if j.delivered != nil {
+		j.rows = slices.DeleteFunc(j.rows, func(row renderRow) bool { return j.delivered(j.m.Topic, row.end) })
+	}
+	if err := r.deadLettered(ctx, j); err != nil {
+		return err
+	}
+	if len(j.rows) == 0 {
+		return nil
+	}
+	// rows that cannot be rendered whatever the definition fail first:
+	// those the decoder said so of, and those of a shape the table no
+	// longer has (shapeChanged)
+	fn, _, err := r.ensureFunction(ctx, j.m, false)
+	if err != nil {
+		return err
+	}
+	var columns []string
+	if fn != nil && fn.broken == nil {
+		columns = fn.columns
+	}
+	rowErr := func(row renderRow) error {
+		if row.err != nil || columns == nil || row.change == nil {
+			return row.err
+		}
+		return shapeChanged(columns, row.change)
+	}
 	var (
 		failed []failure
 		rows   = j.rows // the rest, sent to the function
 		idx    []int    // their indexes in j.rows; nil: the same
 	)
-	if slices.ContainsFunc(j.rows, func(row renderRow) bool { return row.err != nil }) {
+	if slices.ContainsFunc(j.rows, func(row renderRow) bool { return rowErr(row) != nil }) {
 		rows = nil
 		for i, row := range j.rows {
-			if row.err != nil {
-				failed = append(failed, failure{row: i, err: row.err})
+			if err := rowErr(row); err != nil {
+				failed = append(failed, failure{row: i, err: err})
 				continue
 			}
 			rows = append(rows, row)
@@ -490,6 +537,67 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 		st.rendered += n
 		st.dirty = true
 	}
+	return nil
+}
+
+const (
+	deadHighSQL = `
+SELECT pg_catalog.max(d.lsn)::pg_catalog.text FROM kafgres.dead_letter AS d WHERE d.mapping_id IS NOT NULL`
+	deadLetteredSQL = `
+SELECT d.lsn::pg_catalog.text FROM kafgres.dead_letter AS d
+ WHERE d.mapping_id OPERATOR(pg_catalog.=) $1
+   AND d.lsn OPERATOR(pg_catalog.=) ANY ($2::text[]::pg_catalog.pg_lsn[])`
+)
+
+// deadLettered takes out of j the rows already dead-lettered for its
+// mapping.
+// A dead letter is written before the group's records are appended and
+// the slot acknowledged, so a group rendered again -- retried after a
+// failure, or replayed after a crash -- may hold changes dead-lettered
+// the first time; rendered again they could now pass (a column renamed
+// back meanwhile), and be delivered as well. A dead letter decides its
+// change for good. Only changes at or before the highest dead-lettered
+// position are looked up, so a group of new changes costs no query.
+func (r *Renderer) deadLettered(ctx context.Context, j *job) error {
+	if !r.deadHighKnown {
+		var high *string
+		if err := r.pool.QueryRow(ctx, deadHighSQL).Scan(&high); err != nil {
+			return fmt.Errorf("read the dead letters' highest position: %w", err)
+		}
+		if high != nil {
+			lsn, err := pglogrepl.ParseLSN(*high)
+			if err != nil {
+				return fmt.Errorf("read the dead letters' highest position: %w", err)
+			}
+			r.deadHigh = lsn
+		}
+		r.deadHighKnown = true
+	}
+	var lsns []string
+	for _, row := range j.rows {
+		if row.lsn <= r.deadHigh {
+			lsns = append(lsns, row.lsn.String())
+		}
+	}
+	if len(lsns) == 0 {
+		return nil
+	}
+	rows, err := r.pool.Query(ctx, deadLetteredSQL, j.m.ID, lsns)
+	if err != nil {
+		return fmt.Errorf("look up the dead letters of mapping %s: %w", j.m.Name, err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("look up the dead letters of mapping %s: %w", j.m.Name, err)
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	dead := map[string]bool{}
+	for _, l := range done {
+		dead[l] = true
+	}
+	j.rows = slices.DeleteFunc(j.rows, func(row renderRow) bool { return dead[row.lsn.String()] })
 	return nil
 }
 
@@ -701,6 +809,9 @@ func (r *Renderer) deadLetter(ctx context.Context, j *job, failed []failure) err
 	var inserted int64
 	if err := r.pool.QueryRow(ctx, deadLetterSQL, ids, names, lsns, xids, ops, errs, news, olds).Scan(&inserted); err != nil {
 		return fmt.Errorf("dead-letter %d changes of mapping %s: %w", n, j.m.Name, err)
+	}
+	for _, f := range failed {
+		r.deadHigh = max(r.deadHigh, j.rows[f.row].lsn)
 	}
 	r.logger.Warn("dead-lettered changes", "mapping", j.m.Name, "changes", n, "first_lsn", first.lsn, "err", errs[0])
 	st.deadLettered += inserted

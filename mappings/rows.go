@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -165,3 +166,50 @@ func writeJSONString(b *strings.Builder, s string) {
 	enc, _ := json.Marshal(s) // a string always marshals
 	b.Write(enc)
 }
+
+// shapeChanged says why a change cannot be rendered with a function made
+// for the table's columns now, or nil. A change's row has the columns the
+// table had when it was made. A column added since is missing from it, and
+// rightly NULL; a column dropped since is extra, and unused. But a row
+// with a column the table no longer has and without one it has now comes
+// from before a rename (or a drop and an add): rendered by name, the
+// renamed column would be NULL, a value the row never had. Such a change
+// is not rendered: it goes to the dead letters (or stalls), with this.
+func shapeChanged(columns []string, c *decoder.Change) error {
+	t := c.New
+	if t == nil {
+		t = c.Old
+	}
+	if t == nil {
+		return nil
+	}
+	var extra []string
+	for _, col := range t.Columns {
+		if !slices.Contains(columns, col.Name) {
+			extra = append(extra, col.Name)
+		}
+	}
+	if c.Old != nil && c.Old != t {
+		for _, col := range c.Old.Columns {
+			if !slices.Contains(columns, col.Name) && !slices.Contains(extra, col.Name) {
+				extra = append(extra, col.Name)
+			}
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	var missing []string
+	for _, name := range columns {
+		if _, ok := findColumn(t, name); !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the change's row has column %s, which table %s no longer has, and lacks column %s, which it has now: "+
+		"a column was renamed (or dropped and another added) since the change, so the row cannot be read as the table is now",
+		strings.Join(extra, ", "), pgx.Identifier{c.Schema, c.Table}.Sanitize(), strings.Join(missing, ", "))
+}
+

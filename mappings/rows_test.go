@@ -152,3 +152,36 @@ func TestUnchangedToast(t *testing.T) {
 		}
 	}
 }
+
+// TestShapeChanged: a row with a column the table no longer has and
+// without one it has now (a rename since the change) is refused; a column
+// added since (missing, NULL) or dropped since (extra, unused) alone is
+// not, nor is a key-only old image of the same shape.
+func TestShapeChanged(t *testing.T) {
+	tuple := func(names ...string) *decoder.Tuple {
+		tu := &decoder.Tuple{}
+		for _, n := range names {
+			tu.Columns = append(tu.Columns, decoder.Column{Name: n, Kind: decoder.ColumnText, Value: []byte("1")})
+		}
+		return tu
+	}
+	now := []string{"id", "a", "b"}
+	for _, tc := range []struct {
+		name     string
+		new, old *decoder.Tuple
+		refused  bool
+	}{
+		{"same", tuple("id", "a", "b"), nil, false},
+		{"column added since", tuple("id", "a"), nil, false},
+		{"column dropped since", tuple("id", "a", "b", "gone"), nil, false},
+		{"column renamed since", tuple("id", "a", "b2"), nil, true},
+		{"key-only old of a delete", nil, tuple("id"), false},
+		{"key column renamed since", nil, tuple("key"), true},
+		{"old of an update renamed since", tuple("id", "a", "b"), tuple("ident"), false},
+	} {
+		err := shapeChanged(now, &decoder.Change{Schema: "s", Table: "t", New: tc.new, Old: tc.old})
+		if (err != nil) != tc.refused {
+			t.Errorf("%s: %v, want refused %v", tc.name, err, tc.refused)
+		}
+	}
+}

@@ -93,7 +93,7 @@ type Source interface {
 // Renderer renders CDC changes and snapshot rows; *mappings.Renderer is
 // one.
 type Renderer interface {
-	Render(ctx context.Context, txns []*decoder.Transaction) (mappings.Rendered, error)
+	Render(ctx context.Context, txns []*decoder.Transaction, delivered mappings.Delivered) (mappings.Rendered, error)
 }
 
 // Producer drains a Source into a Log.
@@ -378,7 +378,7 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 	var rendered mappings.Rendered
 	if p.renderer != nil {
 		var err error
-		if rendered, err = p.renderer.Render(ctx, txns); err != nil {
+		if rendered, err = p.renderer.Render(ctx, txns, p.appendedEverywhere); err != nil {
 			return nil, fmt.Errorf("render changes: %w", err)
 		}
 	}
@@ -408,6 +408,11 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 				tp, why, err := pl.place(ctx, tx.EndLSN, rec)
 				if err != nil {
 					return nil, err
+				}
+				if why == "" && p.appendedTo(tp, tx.EndLSN) {
+					// appended before a crash or reconnect: not to be
+					// refused now, whatever the topic says now
+					continue
 				}
 				if why == "" {
 					why, err = p.refused(tp, rec)
@@ -490,6 +495,27 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 		}
 	}
 	return waits, nil
+}
+
+// appendedTo says whether tp has the source position end: the records of
+// that transaction for it are appended.
+func (p *Producer) appendedTo(tp topicPartition, end decoder.LSN) bool {
+	applied, err := p.log.SourceApplied(tp.topic, tp.partition)
+	return err == nil && uint64(end) <= applied
+}
+
+// appendedEverywhere says whether every partition of topic has the source
+// position end (mappings.Delivered).
+func (p *Producer) appendedEverywhere(topic string, end decoder.LSN) bool {
+	for part := int32(0); ; part++ {
+		applied, err := p.log.SourceApplied(topic, part)
+		if err != nil {
+			return part > 0 // past the last partition, or no such topic
+		}
+		if uint64(end) > applied {
+			return false
+		}
+	}
 }
 
 // skippedWhy is why a record of tx is dead-lettered: why, and for a

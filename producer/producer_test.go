@@ -52,6 +52,9 @@ func (f *fakeLog) Limits(topic string) (Limits, error) {
 	return l, nil
 }
 func (f *fakeLog) SourceApplied(topic string, p int32) (uint64, error) {
+	if p >= f.partitions[topic] {
+		return 0, fmt.Errorf("no partition %s-%d", topic, p)
+	}
 	return f.applied[key(topic, p)], nil
 }
 func (f *fakeLog) AppendSourced(topic string, p int32, b []segment.SourcedBatch, inTxn bool) (<-chan struct{}, error) {
