@@ -71,7 +71,7 @@ type Renderer struct {
 	deadHigh      decoder.LSN
 	deadHighKnown bool
 	lastFlush     time.Time
-	flushTimer *time.Timer // pending trailing flush, if any
+	flushTimer    *time.Timer // pending trailing flush, if any
 }
 
 // renderFn is what the renderer knows of one mapping's render function.

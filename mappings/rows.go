@@ -212,4 +212,3 @@ func shapeChanged(columns []string, c *decoder.Change) error {
 		"a column was renamed (or dropped and another added) since the change, so the row cannot be read as the table is now",
 		strings.Join(extra, ", "), pgx.Identifier{c.Schema, c.Table}.Sanitize(), strings.Join(missing, ", "))
 }
-
