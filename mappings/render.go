@@ -439,7 +439,17 @@ func (r *Renderer) snapshotsStarted(ctx context.Context, ids, xids []int64) (map
 // stalls.
 func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 	if j.delivered != nil {
-		j.rows = slices.DeleteFunc(j.rows, func(row renderRow) bool { return j.delivered(j.m.Topic, row.end) })
+		// asked once per transaction: its rows are next to each other
+		var (
+			lastEnd decoder.LSN
+			last    bool
+		)
+		j.rows = slices.DeleteFunc(j.rows, func(row renderRow) bool {
+			if row.end != lastEnd {
+				lastEnd, last = row.end, j.delivered(j.m.Topic, row.end)
+			}
+			return last
+		})
 	}
 	if err := r.deadLettered(ctx, j); err != nil {
 		return err
@@ -463,6 +473,22 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 			return row.err
 		}
 		return shapeChanged(columns, row.change)
+	}
+	if columns != nil && slices.ContainsFunc(j.rows, func(row renderRow) bool { return rowErr(row) != nil }) {
+		// The function may have been made before the table changed
+		// (nobody told the broker): the rows are judged by the columns
+		// the table has now, for which it is made again.
+		if err := r.reload(ctx); err != nil {
+			return err
+		}
+		j.m = r.definition(j.m.ID)
+		if fn, _, err = r.ensureFunction(ctx, j.m, true); err != nil {
+			return err
+		}
+		columns = nil
+		if fn != nil && fn.broken == nil {
+			columns = fn.columns
+		}
 	}
 	var (
 		failed []failure

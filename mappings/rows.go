@@ -184,10 +184,13 @@ func shapeChanged(columns []string, c *decoder.Change) error {
 		return nil
 	}
 	var extra []string
-	for _, col := range t.Columns {
-		if !slices.Contains(columns, col.Name) {
-			extra = append(extra, col.Name)
+	for i, col := range t.Columns {
+		// a row of the table's shape now has its columns in their order:
+		// no search for those
+		if i < len(columns) && columns[i] == col.Name || slices.Contains(columns, col.Name) {
+			continue
 		}
+		extra = append(extra, col.Name)
 	}
 	if c.Old != nil && c.Old != t {
 		for _, col := range c.Old.Columns {
