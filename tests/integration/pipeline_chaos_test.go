@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -434,29 +433,7 @@ func chaosDDL(dsn string, stop <-chan struct{}) {
 // as many more as arrive within a second.
 func readChaosTopics(t *testing.T, addr string, n int) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeRegex(), kgo.ConsumeTopics(`^chaos[0-9]+$`),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of at least %d records of the chaos topics", len(out), n)
-		}
-		for _, e := range fs.Errors() {
-			if !errors.Is(e.Err, context.DeadlineExceeded) {
-				t.Logf("fetch %s: %v", e.Topic, e.Err)
-			}
-		}
-		out = append(out, fs.Records()...)
-	}
-	short, cancel2 := context.WithTimeout(context.Background(), time.Second)
-	defer cancel2()
-	out = append(out, cl.PollFetches(short).Records()...)
-	return out
+	out, extra := consumeRecords(t, addr, n, "the chaos topics", kgo.ConsumeRegex(), kgo.ConsumeTopics(`^chaos[0-9]+$`),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	return append(out, extra...)
 }

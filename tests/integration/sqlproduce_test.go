@@ -28,29 +28,37 @@ func readTopic(t *testing.T, addr, topic string, n int) []*kgo.Record {
 // readTopicAs is readTopic at an isolation level.
 func readTopicAs(t *testing.T, addr, topic string, n int, isolation kgo.IsolationLevel) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(isolation))
+	out, extra := consumeRecords(t, addr, n, topic, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(isolation))
+	// Anything more would be a record that should not exist.
+	if len(extra) > 0 {
+		t.Fatalf("%s: %d unexpected extra records, first %q", topic, len(extra), extra[0].Value)
+	}
+	return out
+}
+
+// consumeRecords reads, from the start, at least n records with a client
+// of opts (what it reads, for the failure message), and then whatever
+// more arrives within a second (extra).
+func consumeRecords(t *testing.T, addr string, n int, what string, opts ...kgo.Opt) (out, extra []*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// a millisecond a record on top, for the long reads
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+time.Duration(n)*time.Millisecond)
 	defer cancel()
-	var out []*kgo.Record
 	for len(out) < n {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records from %s", len(out), n, topic)
+			t.Fatalf("read %d of %d records from %s", len(out), n, what)
 		}
 		out = append(out, fs.Records()...)
 	}
-	// Anything more would be a record that should not exist.
 	short, cancel2 := context.WithTimeout(context.Background(), time.Second)
 	defer cancel2()
-	if extra := cl.PollFetches(short).Records(); len(extra) > 0 {
-		t.Fatalf("%s: %d unexpected extra records, first %q", topic, len(extra), extra[0].Value)
-	}
-	return out
+	return out, cl.PollFetches(short).Records()
 }
 
 func waitDelivered(t *testing.T, conn *pgx.Conn) {
