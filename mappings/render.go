@@ -67,7 +67,7 @@ type Renderer struct {
 	status     map[int64]*mappingStatus
 	// deadHigh is the highest change position with a mapping's dead
 	// letter, as far as known (deadHighKnown): a change at or before it
-	// may be decided already (decided).
+	// may be dead-lettered already (deadLettered).
 	deadHigh      decoder.LSN
 	deadHighKnown bool
 	lastFlush     time.Time
@@ -106,9 +106,8 @@ func (st *mappingStatus) set(status, lastError string) {
 
 // job is the rows of one mapping in one Render call.
 type job struct {
-	m         *Mapping
-	rows      []renderRow
-	delivered Delivered
+	m    *Mapping
+	rows []renderRow
 }
 
 // Delivered says whether every partition of topic has the source
@@ -285,13 +284,10 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction, deli
 	if err != nil {
 		return nil, err
 	}
-	for _, j := range jobs {
-		j.delivered = delivered
-	}
 	// Privileges can be revoked at any time, and REVOKE notifies nobody:
 	// every render call checks its mapping's owner first (callSQL).
 	for _, j := range jobs {
-		if err := r.renderJob(ctx, j, out); err != nil {
+		if err := r.renderJob(ctx, j, delivered, out); err != nil {
 			r.flushStatus(ctx, true)
 			return nil, err
 		}
@@ -437,8 +433,8 @@ func (r *Renderer) snapshotsStarted(ctx context.Context, ids, xids []int64) (map
 // dead-lettered or stall the mapping (an error), as its on_error says;
 // a retired mapping, or one whose definition can never render, never
 // stalls.
-func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
-	if j.delivered != nil {
+func (r *Renderer) renderJob(ctx context.Context, j *job, delivered Delivered, out Rendered) error {
+	if delivered != nil {
 		// asked once per transaction: its rows are next to each other
 		var (
 			lastEnd decoder.LSN
@@ -446,7 +442,7 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 		)
 		j.rows = slices.DeleteFunc(j.rows, func(row renderRow) bool {
 			if row.end != lastEnd {
-				lastEnd, last = row.end, j.delivered(j.m.Topic, row.end)
+				lastEnd, last = row.end, delivered(j.m.Topic, row.end)
 			}
 			return last
 		})
@@ -474,7 +470,9 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 		}
 		return shapeChanged(columns, row.change)
 	}
-	if columns != nil && slices.ContainsFunc(j.rows, func(row renderRow) bool { return rowErr(row) != nil }) {
+	anyErr := func() bool { return slices.ContainsFunc(j.rows, func(row renderRow) bool { return rowErr(row) != nil }) }
+	failing := anyErr()
+	if failing && columns != nil {
 		// The function may have been made before the table changed
 		// (nobody told the broker): the rows are judged by the columns
 		// the table has now, for which it is made again.
@@ -489,13 +487,14 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, out Rendered) error {
 		if fn != nil && fn.broken == nil {
 			columns = fn.columns
 		}
+		failing = anyErr()
 	}
 	var (
 		failed []failure
 		rows   = j.rows // the rest, sent to the function
 		idx    []int    // their indexes in j.rows; nil: the same
 	)
-	if slices.ContainsFunc(j.rows, func(row renderRow) bool { return rowErr(row) != nil }) {
+	if failing {
 		rows = nil
 		for i, row := range j.rows {
 			if err := rowErr(row); err != nil {
@@ -791,7 +790,7 @@ func (r *Renderer) refused(ctx context.Context, j *job, out Rendered) error {
 		return err
 	}
 	if j.m.Owner == "" {
-		return r.renderJob(ctx, j, out)
+		return r.renderJob(ctx, j, nil, out) // the rows were filtered on the way in
 	}
 	return fmt.Errorf("render with mapping %s: the access check refused the call but finds nothing to refuse now", j.m.Name)
 }

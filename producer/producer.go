@@ -409,15 +409,18 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 				if err != nil {
 					return nil, err
 				}
-				if why == "" && p.appendedTo(tp, tx.EndLSN) {
-					// appended before a crash or reconnect: not to be
-					// refused now, whatever the topic says now
-					continue
-				}
 				if why == "" {
-					why, err = p.refused(tp, rec)
+					pd, err := pendingOf(p.log, parts, &order, tp)
 					if err != nil {
 						return nil, err
+					}
+					// one appended before a crash or reconnect is not
+					// refused now, whatever the topic says now; it still
+					// counts for spans below, and is skipped there
+					if uint64(tx.EndLSN) > pd.applied {
+						if why, err = p.refused(tp, rec); err != nil {
+							return nil, err
+						}
 					}
 				}
 				if why != "" {
@@ -432,15 +435,9 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 		spans = spans || len(byPart) > 1
 		ts := tx.CommitTime.UnixMilli()
 		for tp, recs := range byPart {
-			pd := parts[tp]
-			if pd == nil {
-				applied, err := p.log.SourceApplied(tp.topic, tp.partition)
-				if err != nil {
-					return nil, err
-				}
-				pd = &pending{applied: applied}
-				parts[tp] = pd
-				order = append(order, tp)
+			pd, err := pendingOf(p.log, parts, &order, tp)
+			if err != nil {
+				return nil, err
 			}
 			if uint64(tx.EndLSN) <= pd.applied {
 				continue // appended before a crash or restart
@@ -497,11 +494,20 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 	return waits, nil
 }
 
-// appendedTo says whether tp has the source position end: the records of
-// that transaction for it are appended.
-func (p *Producer) appendedTo(tp topicPartition, end decoder.LSN) bool {
-	applied, err := p.log.SourceApplied(tp.topic, tp.partition)
-	return err == nil && uint64(end) <= applied
+// pendingOf is tp's pending batches in parts, made (with the partition's
+// applied source position, and its place in order) on first use.
+func pendingOf(log Log, parts map[topicPartition]*pending, order *[]topicPartition, tp topicPartition) (*pending, error) {
+	if pd := parts[tp]; pd != nil {
+		return pd, nil
+	}
+	applied, err := log.SourceApplied(tp.topic, tp.partition)
+	if err != nil {
+		return nil, err
+	}
+	pd := &pending{applied: applied}
+	parts[tp] = pd
+	*order = append(*order, tp)
+	return pd, nil
 }
 
 // appendedEverywhere says whether every partition of topic has the source
