@@ -470,7 +470,9 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, delivered Delivered, o
 		}
 		return shapeChanged(columns, row.change)
 	}
-	anyErr := func() bool { return slices.ContainsFunc(j.rows, func(row renderRow) bool { return rowErr(row) != nil }) }
+	anyErr := func() bool {
+		return slices.ContainsFunc(j.rows, func(row renderRow) bool { return rowErr(row) != nil })
+	}
 	failing := anyErr()
 	if failing && columns != nil {
 		// The function may have been made before the table changed
