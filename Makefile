@@ -136,6 +136,7 @@ fuzz: deps
 soak: deps build install
 	tests/fuzz.sh 10000000x
 	cd tests && KAFGRES_CHAOS_SECONDS=600 go test -count=1 -timeout 30m -run '^TestPipelineChaos$$' -v ./integration
+	cd tests && KAFGRES_CHURN_SECONDS=300 go test -count=1 -timeout 30m -run '^TestGroupChurn$$' -v ./integration
 
 # The pipeline benchmarks run the fixed workloads of issue #11, and the
 # side-by-side ones against Apache Kafka those of issues #14 and #16: they

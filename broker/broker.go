@@ -30,7 +30,7 @@ import (
 
 // SchemaVersion is the version of the kafgres extension (sql/) whose
 // tables this broker reads and writes.
-const SchemaVersion = "0.11.0"
+const SchemaVersion = "0.12.0"
 
 // Broker is one running kafgres broker.
 type Broker struct {

@@ -74,6 +74,9 @@ func encodeFrame(f Frame) []byte {
 	case *SnapshotRow:
 		c := enc{FormatSnapshot}.u64(uint64(it.MappingID)).raw([]byte(it.Row))
 		e = e.u64(uint64(it.LSN)).u32(uint32(len(c))).raw(c)
+	case *ReplayRequest:
+		c := enc{FormatReplay}.u64(uint64(it.MappingID))
+		e = e.u64(uint64(it.LSN)).u32(uint32(len(c))).raw(c)
 	case *Unreadable:
 		e = e.u64(uint64(it.LSN)).u32(uint32(len(it.Content))).raw(it.Content)
 	case *Truncate:
@@ -152,6 +155,8 @@ func FuzzFrame(f *testing.F) {
 	for _, b := range hostileFrames() {
 		f.Add([]byte(b))
 	}
+	// a replay request, which no captured stream holds
+	f.Add([]byte(rawMessageFrame(7, 0x1000, 0x900, enc{FormatReplay}.u64(12))))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := bytes.Clone(b)
 		if frames, err := ParseFrames(b); err == nil {

@@ -145,6 +145,11 @@ func TestParseFrame(t *testing.T) {
 			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: &SnapshotRow{LSN: 0x900, MappingID: 12, Row: `{"id": 1}`}},
 		},
 		{
+			name:  "replay request",
+			frame: rawMessageFrame(7, endLSN, 0x900, enc{FormatReplay}.u64(12)),
+			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: &ReplayRequest{LSN: 0x900, MappingID: 12}},
+		},
+		{
 			name: "insert",
 			frame: header('I', endLSN, 7).u64(0x901).u32(16384).str("public").str("orders").ids(3).
 				u8(1).tuple(idCol, Column{Name: "note", TypeOID: 25, Kind: ColumnNull}, Column{Name: "e", TypeOID: 25, Kind: ColumnText, Value: []byte{}}).
@@ -401,6 +406,8 @@ func TestParseContentUnreadable(t *testing.T) {
 		{"header count beyond content", enc{FormatRecord}.str("t").u32(0).u32(^uint32(0)).u32(^uint32(0)).u16(100), "need 600 bytes"},
 		{"snapshot without id", []byte{FormatSnapshot, 0, 1}, "need 8 bytes"},
 		{"snapshot not JSON", enc{FormatSnapshot}.u64(1).raw([]byte("{")), "not JSON"},
+		{"replay without id", []byte{FormatReplay, 0, 1}, "need 8 bytes"},
+		{"replay trailing", enc{FormatReplay}.u64(1).u8(0), "1 trailing bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

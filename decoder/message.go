@@ -12,6 +12,7 @@ import (
 const (
 	FormatRecord   = 1 // a kafgres_produce record
 	FormatSnapshot = 2 // a snapshot row of a CDC mapping
+	FormatReplay   = 3 // kafgres_replay_dead_letters: deliver a mapping's marked dead letters here
 )
 
 // Produced is one record written by kafgres_produce.
@@ -38,6 +39,14 @@ type SnapshotRow struct {
 	Row       string // the row as to_jsonb(row) text
 }
 
+// ReplayRequest is written by kafgres_replay_dead_letters: the dead
+// letters of the mapping that its transaction marked are rendered again
+// and delivered where it commits.
+type ReplayRequest struct {
+	LSN       LSN
+	MappingID int64
+}
+
 // Unreadable is a kafgres message whose content does not parse, or a
 // frame (Content: the whole frame) whose body does not, or a message of
 // the stream that does not (Content: the message) in a transaction
@@ -52,9 +61,10 @@ type Unreadable struct {
 	Err   error
 }
 
-func (*Produced) isItem()    {}
-func (*SnapshotRow) isItem() {}
-func (*Unreadable) isItem()  {}
+func (*Produced) isItem()      {}
+func (*SnapshotRow) isItem()   {}
+func (*ReplayRequest) isItem() {}
+func (*Unreadable) isItem()    {}
 
 var errContent = errors.New("malformed kafgres message")
 
@@ -77,6 +87,8 @@ func parseContent(lsn LSN, content []byte, p *Parser) Item {
 			s.Row = string(row)
 		}
 		it = s
+	case FormatReplay:
+		it = &ReplayRequest{LSN: lsn, MappingID: int64(r.uint64())}
 	default:
 		if r.err == nil {
 			r.err = fmt.Errorf("unknown format %d", v)

@@ -126,8 +126,9 @@ func TestDirectRenderDeclines(t *testing.T) {
 	retyped.Columns[2].TypeOID = oidVarchar
 	renamed := directTestTuple("1")
 	renamed.Columns[1].Name = "sum"
+	snapshot := `{"id": 1}`
 	for name, row := range map[string]renderRow{
-		"snapshot row":     {snapshot: `{"id": 1}`},
+		"snapshot row":     {newJSON: &snapshot},
 		"column retyped":   {change: &decoder.Change{New: retyped}},
 		"column renamed":   {change: &decoder.Change{New: renamed}},
 		"column missing":   {change: &decoder.Change{New: &decoder.Tuple{Columns: directTestTuple("1").Columns[:4]}}},

@@ -72,15 +72,24 @@ type Renderer struct {
 	deadHighKnown bool
 	lastFlush     time.Time
 	flushTimer    *time.Timer // pending trailing flush, if any
+	// replaysPurged: no dead letter delivered by a replay is left to
+	// remove (purgeReplayed), as far as known
+	replaysPurged bool
+	lastPurge     time.Time
+	purgeTimer    *time.Timer // pending purgeReplayed, if any
+	closed        bool
 }
 
 // renderFn is what the renderer knows of one mapping's render function.
 type renderFn struct {
-	key     string      // Mapping.key() the function was made for
-	name    string      // kafgres_render.m<id>
-	columns []string    // the table's columns when it was made: the fields of its record literals
-	broken  error       // the definition cannot be rendered (Validate failed, ...)
-	direct  *directPlan // the expressions as the broker renders them itself (direct.go); nil: only the function can
+	key     string   // Mapping.key() the function was made for
+	name    string   // kafgres_render.m<id>
+	columns []string // the table's columns when it was made: the fields of its record literals
+	// the table's key (replica identity index, else primary key) when
+	// it was made, for what a failed row's status says (rowKey)
+	keyColumns []string
+	broken     error       // the definition cannot be rendered (Validate failed, ...)
+	direct     *directPlan // the expressions as the broker renders them itself (direct.go); nil: only the function can
 }
 
 // mappingStatus is the broker's view of kafgres.mapping_status, written in
@@ -120,10 +129,15 @@ type job struct {
 type Delivered func(topic string, end decoder.LSN) bool
 
 type renderRow struct {
-	item     decoder.Item    // the change or snapshot row
-	err      error           // cannot be rendered at all (an unchanged TOASTed value): goes only to the dead letter
-	change   *decoder.Change // the change's images, sent as record literals; nil for a snapshot row
-	snapshot string          // a snapshot row's to_jsonb text
+	item   decoder.Item    // the change, snapshot row or replay request
+	err    error           // cannot be rendered at all (an unchanged TOASTed value): goes only to the dead letter
+	change *decoder.Change // the change's images, sent as record literals; nil for a snapshot or replayed row
+	// a snapshot or replayed row's images as JSON objects (nil: none),
+	// read by column name
+	newJSON, oldJSON *string
+	// replay is the kafgres.dead_letter id of a replayed row, 0 for
+	// others
+	replay   int64
 	op       string
 	lsn      decoder.LSN
 	end      decoder.LSN // the end of the change's transaction
@@ -135,8 +149,7 @@ type renderRow struct {
 // letter; nil for none.
 func (row *renderRow) images() (newRow, oldRow *string) {
 	if row.change == nil {
-		s := row.snapshot
-		return &s, nil
+		return row.newJSON, row.oldJSON
 	}
 	if row.change.Err != nil {
 		// the frame as it came, for whoever looks into why
@@ -223,8 +236,12 @@ func NewRenderer(pool *pgxpool.Pool, cfg Config, logger *slog.Logger) (*Renderer
 // pool is the caller's.
 func (r *Renderer) Close() {
 	r.mu.Lock()
+	r.closed = true
 	if r.flushTimer != nil {
 		r.flushTimer.Stop()
+	}
+	if r.purgeTimer != nil {
+		r.purgeTimer.Stop()
 	}
 	stop, done := r.stopListen, r.listenDone
 	r.mu.Unlock()
@@ -264,12 +281,19 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction, deli
 				need = true
 				n++
 				unknown = unknown || r.lookup(it.MappingID) == nil
+			case *decoder.ReplayRequest:
+				need = true
+				n++
+				unknown = unknown || r.lookup(it.MappingID) == nil
 			}
 		}
 	}
 	out := make(Rendered, n)
 	if len(r.retired) > 0 && time.Since(r.lastRetire) >= retireInterval {
 		r.advanceRetired(ctx)
+	}
+	if !r.replaysPurged && time.Since(r.lastPurge) >= retireInterval {
+		r.purgeReplayed(ctx)
 	}
 	if !need {
 		return out, nil
@@ -313,7 +337,10 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction, n i
 		id  int64
 		row renderRow
 	}
-	var snaps []snapRow
+	var (
+		snaps   []snapRow
+		replays []snapRow // row: the request's transaction and position
+	)
 	for _, tx := range txns {
 		for _, item := range tx.Items {
 			base := renderRow{item: item, end: tx.EndLSN, xid: int64(tx.Xid), commitTS: tx.CommitTime}
@@ -350,8 +377,12 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction, n i
 				}
 			case *decoder.SnapshotRow:
 				row := base
-				row.op, row.lsn, row.snapshot = "R", it.LSN, it.Row
+				row.op, row.lsn, row.newJSON = "R", it.LSN, &it.Row
 				snaps = append(snaps, snapRow{id: it.MappingID, row: row})
+			case *decoder.ReplayRequest:
+				row := base
+				row.lsn = it.LSN
+				replays = append(replays, snapRow{id: it.MappingID, row: row})
 			}
 		}
 	}
@@ -371,6 +402,16 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction, n i
 				continue
 			}
 			add(r.definition(s.id), s.row)
+		}
+	}
+	for _, req := range replays {
+		rows, err := r.replayRows(ctx, req.id, req.row)
+		if err != nil {
+			return nil, err
+		}
+		m := r.definition(req.id)
+		for _, row := range rows {
+			add(m, row)
 		}
 	}
 	ids := make([]int64, 0, len(byID))
@@ -533,6 +574,9 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, delivered Delivered, o
 			return err
 		}
 	}
+	if err := r.markReplayed(ctx, j, failed); err != nil {
+		return err
+	}
 	n := int64(0)
 	// one allocation for the records of the rows that have only one (most)
 	slab := make([]Record, 0, len(res))
@@ -555,8 +599,7 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, delivered Delivered, o
 	// once a later one is.
 	st := r.statusOf(j.m.ID)
 	if last := len(failed) - 1; last >= 0 && failed[last].row == len(j.rows)-1 {
-		row := j.rows[failed[last].row]
-		st.set(statusError, fmt.Sprintf("%s (change %s at %s, xid %d)", errorText(failed[last].err), row.op, row.lsn, row.xid))
+		st.set(statusError, r.failureText(j, failed[last]))
 	} else {
 		st.set(statusActive, "")
 	}
@@ -602,7 +645,8 @@ func (r *Renderer) deadLettered(ctx context.Context, j *job) error {
 	}
 	var lsns []string
 	for _, row := range j.rows {
-		if row.lsn <= r.deadHigh {
+		// a replayed row is its own dead letter
+		if row.replay == 0 && row.lsn <= r.deadHigh {
 			lsns = append(lsns, row.lsn.String())
 		}
 	}
@@ -624,7 +668,7 @@ func (r *Renderer) deadLettered(ctx context.Context, j *job) error {
 	for _, l := range done {
 		dead[l] = true
 	}
-	j.rows = slices.DeleteFunc(j.rows, func(row renderRow) bool { return dead[row.lsn.String()] })
+	j.rows = slices.DeleteFunc(j.rows, func(row renderRow) bool { return row.replay == 0 && dead[row.lsn.String()] })
 	return nil
 }
 
@@ -729,12 +773,13 @@ var ErrStalled = errors.New("mapping stalled")
 
 const deadLetterSQL = `
 WITH ins AS (
-    INSERT INTO kafgres.dead_letter (mapping_id, mapping_name, lsn, xid, op, error, new_row, old_row)
+    INSERT INTO kafgres.dead_letter (mapping_id, mapping_name, lsn, xid, op, error, new_row, old_row, expression)
     SELECT u.* FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::text[]),
                                pg_catalog.unnest($3::text[]::pg_lsn[]), pg_catalog.unnest($4::int8[]),
                                pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
-                               pg_catalog.unnest($7::text[]::jsonb[]), pg_catalog.unnest($8::text[]::jsonb[]))
-                    AS u(mapping_id, mapping_name, lsn, xid, op, error, new_row, old_row)
+                               pg_catalog.unnest($7::text[]::jsonb[]), pg_catalog.unnest($8::text[]::jsonb[]),
+                               pg_catalog.unnest($9::text[]))
+                    AS u(mapping_id, mapping_name, lsn, xid, op, error, new_row, old_row, expression)
     ON CONFLICT (mapping_id, lsn) DO NOTHING
     RETURNING 1)
 SELECT pg_catalog.count(*) FROM ins`
@@ -742,8 +787,10 @@ SELECT pg_catalog.count(*) FROM ins`
 func (r *Renderer) handleFailures(ctx context.Context, j *job, failed []failure) error {
 	st := r.statusOf(j.m.ID)
 	first := j.rows[failed[0].row]
-	if j.m.stalls() && !errors.Is(failed[0].err, errBroken) {
-		msg := errorText(failed[0].err)
+	// a replayed row failing again is a dead letter again: it never
+	// stalls, as its change did not when it was dead-lettered
+	if j.m.stalls() && !errors.Is(failed[0].err, errBroken) && first.replay == 0 {
+		msg := r.failureText(j, failed[0])
 		if st.status != statusStalled || st.lastError != msg {
 			r.logger.Error("mapping stalled", "mapping", j.m.Name, "lsn", first.lsn, "err", msg)
 		}
@@ -812,35 +859,59 @@ func (r *Renderer) pauseIfDenied(ctx context.Context, j *job) (paused bool, err 
 	return true, r.pause(ctx, j, reason)
 }
 
-// deadLetter writes the failed rows of j to kafgres.dead_letter.
+// deadLetter writes the failed rows of j to kafgres.dead_letter, or for
+// replayed rows, their new reasons there.
 func (r *Renderer) deadLetter(ctx context.Context, j *job, failed []failure) error {
 	st := r.statusOf(j.m.ID)
 	first := j.rows[failed[0].row]
 	n := len(failed)
 	var (
-		ids   = make([]int64, n)
-		names = make([]string, n)
-		lsns  = make([]string, n)
-		xids  = make([]int64, n)
-		ops   = make([]string, n)
-		errs  = make([]string, n)
-		news  = make([]*string, n)
-		olds  = make([]*string, n)
+		ids   = make([]int64, 0, n)
+		names = make([]string, 0, n)
+		lsns  = make([]string, 0, n)
+		xids  = make([]int64, 0, n)
+		ops   = make([]string, 0, n)
+		errs  = make([]*string, 0, n)
+		exprs = make([]*string, 0, n)
+		news  = make([]*string, 0, n)
+		olds  = make([]*string, 0, n)
+
+		again                 []int64 // replayed rows that failed again
+		againErrs, againExprs []*string
 	)
-	for i, f := range failed {
+	for _, f := range failed {
 		row := j.rows[f.row]
-		ids[i], names[i], lsns[i], xids[i], ops[i] = j.m.ID, j.m.Name, row.lsn.String(), row.xid, row.op
-		errs[i] = errorText(f.err)
-		news[i], olds[i] = row.images()
+		msg := errorText(f.err)
+		var expr *string
+		if e := failedExpression(f.err); e != "" {
+			expr = &e
+		}
+		if row.replay != 0 {
+			again, againErrs, againExprs = append(again, row.replay), append(againErrs, &msg), append(againExprs, expr)
+			continue
+		}
+		ids, names, lsns, xids, ops = append(ids, j.m.ID), append(names, j.m.Name), append(lsns, row.lsn.String()), append(xids, row.xid), append(ops, row.op)
+		errs, exprs = append(errs, &msg), append(exprs, expr)
+		newRow, oldRow := row.images()
+		news, olds = append(news, newRow), append(olds, oldRow)
+	}
+	if len(again) > 0 {
+		if err := r.replayFailed(ctx, j, again, againErrs, againExprs); err != nil {
+			return err
+		}
 	}
 	var inserted int64
-	if err := r.pool.QueryRow(ctx, deadLetterSQL, ids, names, lsns, xids, ops, errs, news, olds).Scan(&inserted); err != nil {
-		return fmt.Errorf("dead-letter %d changes of mapping %s: %w", n, j.m.Name, err)
+	if len(ids) > 0 {
+		if err := r.pool.QueryRow(ctx, deadLetterSQL, ids, names, lsns, xids, ops, errs, news, olds, exprs).Scan(&inserted); err != nil {
+			return fmt.Errorf("dead-letter %d changes of mapping %s: %w", n, j.m.Name, err)
+		}
 	}
 	for _, f := range failed {
-		r.deadHigh = max(r.deadHigh, j.rows[f.row].lsn)
+		if row := j.rows[f.row]; row.replay == 0 {
+			r.deadHigh = max(r.deadHigh, row.lsn)
+		}
 	}
-	r.logger.Warn("dead-lettered changes", "mapping", j.m.Name, "changes", n, "first_lsn", first.lsn, "err", errs[0])
+	r.logger.Warn("dead-lettered changes", "mapping", j.m.Name, "changes", n, "replayed", len(again), "first_lsn", first.lsn, "err", errorText(failed[0].err))
 	st.deadLettered += inserted
 	st.dirty = true
 	return nil
@@ -1350,13 +1421,21 @@ func (r *Renderer) check(m *Mapping) (searchPath string, err error) {
 const (
 	renderQueriesSQL = `
 SELECT kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, $2, $3, $4, 'probe'),
-       kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, $2, $3, $4, 'call')`
+       kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, $2, $3, $4, 'call'),
+       kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, NULL, 'NULL', NULL, 'call'),
+       CASE WHEN $4 IS NOT NULL
+            THEN kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, NULL, 'NULL', $4, 'call') END,
+       CASE WHEN $2 IS NOT NULL
+            THEN kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, $2, 'NULL', NULL, 'call') END,
+       kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, NULL, $3, NULL, 'call')`
 
-	renderArgs = `int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
+	renderArgs = `int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[], jsonb[]`
 
-	// the arguments of render functions made before 0.4.0's broker sent
-	// record literals; dropped when the function is made again
+	// the arguments of render functions made by earlier brokers: before
+	// 0.4.0's, which sent record literals, and before 0.12.0's, which
+	// sent old images as JSON too; dropped when the function is made again
 	oldRenderArgs = `int[], jsonb[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
+	renderArgs011 = `int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
 
 	columnsSQL = `
 SELECT a.attname::pg_catalog.text, a.atttypid::pg_catalog.int8
@@ -1364,6 +1443,17 @@ SELECT a.attname::pg_catalog.text, a.atttypid::pg_catalog.int8
  WHERE a.attrelid OPERATOR(pg_catalog.=) $1::pg_catalog.oid
    AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
  ORDER BY a.attnum`
+
+	// the columns of the replica identity index, else of the primary key
+	keyColumnsSQL = `
+SELECT a.attname::pg_catalog.text
+  FROM (SELECT i.indkey FROM pg_catalog.pg_index AS i
+         WHERE i.indrelid OPERATOR(pg_catalog.=) $1::pg_catalog.oid AND (i.indisreplident OR i.indisprimary)
+         ORDER BY i.indisreplident DESC LIMIT 1) AS x
+ CROSS JOIN LATERAL pg_catalog.unnest(x.indkey::pg_catalog.int2[]) WITH ORDINALITY AS k(attnum, n)
+  JOIN pg_catalog.pg_attribute AS a
+    ON a.attrelid OPERATOR(pg_catalog.=) $1::pg_catalog.oid AND a.attnum OPERATOR(pg_catalog.=) k.attnum
+ ORDER BY k.n`
 
 	// the functions of direct rendering (direct.go) that exist outside
 	// pg_catalog too
@@ -1389,13 +1479,26 @@ SELECT DISTINCT p.proname::pg_catalog.text
 	// accepted it with. The function was SQL with named parameters up to
 	// 0.4.0, which CREATE OR REPLACE cannot turn into this: it is dropped
 	// first. %[4]s and %[5]s are the key and value as bytea (columns k
-	// and v of the query, r), %[6]s the query, %[7]s the columns guard.
-	createSQL = `CREATE FUNCTION %[1]s(int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[])
+	// and v of the query, r), %[6]s the query, %[7]s the columns guard,
+	// %[8]s the blocks that find the expression that failed (blameSQL).
+	//
+	// An error is raised again with the expression that failed in its
+	// column field (value_expr, key_expr or filter_expr; none when the
+	// rows themselves could not be read), found by evaluating each alone
+	// over the same rows: that costs only when a call fails. A handler
+	// costs a subtransaction per call, not per row.
+	createSQL = `CREATE FUNCTION %[1]s(int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[], jsonb[])
 RETURNS TABLE (ord int, pass boolean, k bytea, v bytea)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path TO %[2]s
 AS %[3]s
 #variable_conflict use_column
+DECLARE
+    kafgres_err_state text;
+    kafgres_err_msg text;
+    kafgres_err_detail text;
+    kafgres_err_hint text;
+    kafgres_err_expr text;
 BEGIN
 RETURN QUERY
 SELECT r.ord, r.pass, %[4]s, %[5]s
@@ -1403,9 +1506,52 @@ SELECT r.ord, r.pass, %[4]s, %[5]s
  WHERE %[7]s
 UNION ALL
 SELECT -1, false, NULL, NULL WHERE NOT %[7]s;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS kafgres_err_state = RETURNED_SQLSTATE, kafgres_err_msg = MESSAGE_TEXT,
+                            kafgres_err_detail = PG_EXCEPTION_DETAIL, kafgres_err_hint = PG_EXCEPTION_HINT;
+%[8]s
+    IF kafgres_err_expr IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = kafgres_err_state, MESSAGE = kafgres_err_msg,
+                              DETAIL = kafgres_err_detail, HINT = kafgres_err_hint;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = kafgres_err_state, MESSAGE = kafgres_err_msg,
+                          DETAIL = kafgres_err_detail, HINT = kafgres_err_hint, COLUMN = kafgres_err_expr;
 END
 %[3]s`
+
+	// one block of the handler: %[1]s the query evaluating one expression
+	// alone (or none, the rows only, for '-'), %[2]s its column, %[3]s
+	// the expression's name
+	blameSQL = `    IF kafgres_err_expr IS NULL THEN
+        BEGIN
+            PERFORM pg_catalog.count(r.%[2]s) FROM (%[1]s) AS r;
+        EXCEPTION WHEN OTHERS THEN
+            kafgres_err_expr := %[3]s;
+        END;
+    END IF;`
 )
+
+// blame is the handler's blocks that find which expression of a failed
+// call failed: none if the rows alone fail ('-', then left NULL), else
+// the first of filter, key and value that fails alone.
+func blame(rowsOnly string, filter, key *string, value string) string {
+	var b []string
+	add := func(query, column, name string) {
+		b = append(b, fmt.Sprintf(blameSQL, query, column, name))
+	}
+	add(rowsOnly, "ord", "'-'")
+	if filter != nil {
+		add(*filter, "pass", "'filter_expr'")
+	}
+	if key != nil {
+		add(*key, "k", "'key_expr'")
+	}
+	add(value, "v", "'value_expr'")
+	b = append(b, `    IF kafgres_err_expr OPERATOR(pg_catalog.=) '-' THEN
+        kafgres_err_expr := NULL;
+    END IF;`)
+	return strings.Join(b, "\n")
+}
 
 // createFunction probes m's expressions as its owner to learn their types
 // (bytea is sent as is, anything else as the UTF-8 of its text form), then
@@ -1418,8 +1564,12 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, fn *renderFn,
 	defer tx.Rollback(ctx)
 	owner := pgx.Identifier{m.Owner}.Sanitize()
 
-	var probe, query string
-	if err := tx.QueryRow(ctx, renderQueriesSQL, m.SourceRelID, m.KeyExpr, m.ValueExpr, m.FilterExpr).Scan(&probe, &query); err != nil {
+	var (
+		probe, query, rowsOnly, valueOnly string
+		filterOnly, keyOnly               *string
+	)
+	if err := tx.QueryRow(ctx, renderQueriesSQL, m.SourceRelID, m.KeyExpr, m.ValueExpr, m.FilterExpr).
+		Scan(&probe, &query, &rowsOnly, &filterOnly, &keyOnly, &valueOnly); err != nil {
 		return classify(err, "build the render query of mapping "+m.Name)
 	}
 	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+owner); err != nil {
@@ -1461,6 +1611,14 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, fn *renderFn,
 	}); err != nil {
 		return classify(err, "read the columns of "+m.Source)
 	}
+	rows, err = tx.Query(ctx, keyColumnsSQL, m.SourceRelID)
+	if err != nil {
+		return classify(err, "read the key of "+m.Source)
+	}
+	keyColumns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return classify(err, "read the key of "+m.Source)
+	}
 	rows, err = tx.Query(ctx, shadowedSQL, directFunctions)
 	if err != nil {
 		return classify(err, "look for functions named as pg_catalog's")
@@ -1475,12 +1633,14 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, fn *renderFn,
 
 	keySQL, valueSQL := conv("r.k", sd.Fields[2].DataTypeOID), conv("r.v", sd.Fields[3].DataTypeOID)
 	guard := fmt.Sprintf(columnsGuardSQL, sqlString(m.Source), textArrayLiteral(columns))
-	body := strings.Join([]string{keySQL, valueSQL, query, guard}, "\n")
+	blocks := blame(rowsOnly, filterOnly, keyOnly, valueOnly)
+	body := strings.Join([]string{keySQL, valueSQL, query, guard, blocks}, "\n")
 	tag := dollarTag(body)
 	ddl := []string{
 		fmt.Sprintf("DROP FUNCTION IF EXISTS %s(%s)", fn.name, oldRenderArgs),
+		fmt.Sprintf("DROP FUNCTION IF EXISTS %s(%s)", fn.name, renderArgs011),
 		fmt.Sprintf("DROP FUNCTION IF EXISTS %s(%s)", fn.name, renderArgs),
-		fmt.Sprintf(createSQL, fn.name, searchPath, tag, keySQL, valueSQL, query, guard),
+		fmt.Sprintf(createSQL, fn.name, searchPath, tag, keySQL, valueSQL, query, guard, blocks),
 		fmt.Sprintf("ALTER FUNCTION %s(%s) OWNER TO %s", fn.name, renderArgs, owner),
 		fmt.Sprintf("REVOKE ALL ON FUNCTION %s(%s) FROM PUBLIC", fn.name, renderArgs),
 	}
@@ -1492,7 +1652,7 @@ func (r *Renderer) createFunction(ctx context.Context, m *Mapping, fn *renderFn,
 	if err := tx.Commit(ctx); err != nil {
 		return classify(err, "create render function of "+m.Name)
 	}
-	fn.columns = columns
+	fn.columns, fn.keyColumns = columns, keyColumns
 	fn.direct = compileDirect(m, typed, shadowed, tx.Conn().PgConn().ParameterStatus("server_encoding"),
 		sd.Fields[2].DataTypeOID, sd.Fields[3].DataTypeOID)
 	return nil, nil
@@ -1544,16 +1704,16 @@ func classify(err error, doing string) (renderErr, connErr error) {
 // arrays the broker encodes itself (callParams) and its results read in
 // binary, on an unnamed statement with the parameter types given: no
 // describe round trip, and no per-value conversion on either side.
-const callSQL = `SELECT ord, pass, k, v FROM %s($1, $2, $3, $4, $5, $6, $7, $8)`
+const callSQL = `SELECT ord, pass, k, v FROM %s($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 
 // checkedCallSQL is callSQL behind the check that the mapping's owner may
-// still read its table (mapping_denial of $9, the table, and $10, the
+// still read its table (mapping_denial of $10, the table, and $11, the
 // owner). The check has no column in it, so it is a one-time filter: when
 // it fails the function is never called, and the call returns no row at
 // all. Checking in the call's own round trip and snapshot, rather than in
 // a query before it, takes a round trip off every group.
 const checkedCallSQL = callSQL + `
- WHERE kafgres.mapping_denial($9, $10) IS NULL`
+ WHERE kafgres.mapping_denial($10, $11) IS NULL`
 
 // Type OIDs of the render call's parameters.
 const (
@@ -1577,14 +1737,15 @@ const (
 func callParams(fn *renderFn, rows []renderRow, ordBase int) [][]byte {
 	n := len(rows)
 	var (
-		ords  = arrayHeader(8, oidInt4, n)
-		news  = arrayHeader(64, oidText, n)
-		olds  = arrayHeader(4, oidText, n) // inserts have none
-		jsons = arrayHeader(4, oidJSONB, n)
-		ops   = arrayHeader(5, oidText, n)
-		lsns  = arrayHeader(12, oidPgLSN, n)
-		xids  = arrayHeader(12, oidInt8, n)
-		tss   = arrayHeader(12, oidTimestamptz, n)
+		ords     = arrayHeader(8, oidInt4, n)
+		news     = arrayHeader(64, oidText, n)
+		olds     = arrayHeader(4, oidText, n) // inserts have none
+		jsons    = arrayHeader(4, oidJSONB, n)
+		oldJSONs = arrayHeader(4, oidJSONB, n)
+		ops      = arrayHeader(5, oidText, n)
+		lsns     = arrayHeader(12, oidPgLSN, n)
+		xids     = arrayHeader(12, oidInt8, n)
+		tss      = arrayHeader(12, oidTimestamptz, n)
 	)
 	for i := range rows {
 		row := &rows[i]
@@ -1595,12 +1756,8 @@ func callParams(fn *renderFn, rows []renderRow, ordBase int) [][]byte {
 		}
 		news = appendLiteralElem(news, newImg, oldImg, fn.columns)
 		olds = appendLiteralElem(olds, oldImg, nil, fn.columns)
-		if row.change == nil {
-			jsons = binary.BigEndian.AppendUint32(jsons, uint32(1+len(row.snapshot)))
-			jsons = append(append(jsons, 1), row.snapshot...) // jsonb's binary format: version 1, then the text
-		} else {
-			jsons = binary.BigEndian.AppendUint32(jsons, nullElem)
-		}
+		jsons = appendJSONBElem(jsons, row.newJSON)
+		oldJSONs = appendJSONBElem(oldJSONs, row.oldJSON)
 		ops = append(binary.BigEndian.AppendUint32(ops, uint32(len(row.op))), row.op...)
 		lsns = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(lsns, 8), uint64(row.lsn))
 		xids = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(xids, 8), uint64(row.xid))
@@ -1608,8 +1765,17 @@ func callParams(fn *renderFn, rows []renderRow, ordBase int) [][]byte {
 	}
 	// the has-nulls flag of the arrays that may have NULLs (array_recv
 	// finds out itself whether they do; the flag must only be 0 or 1)
-	news[7], olds[7], jsons[7] = 1, 1, 1
-	return [][]byte{ords, news, olds, jsons, ops, lsns, xids, tss}
+	news[7], olds[7], jsons[7], oldJSONs[7] = 1, 1, 1, 1
+	return [][]byte{ords, news, olds, jsons, ops, lsns, xids, tss, oldJSONs}
+}
+
+// appendJSONBElem appends a jsonb array element: NULL for nil.
+func appendJSONBElem(b []byte, doc *string) []byte {
+	if doc == nil {
+		return binary.BigEndian.AppendUint32(b, nullElem)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(1+len(*doc)))
+	return append(append(b, 1), *doc...) // jsonb's binary format: version 1, then the text
 }
 
 const (
@@ -1690,7 +1856,7 @@ func (r *Renderer) beginRender(b *pgconn.Batch) int {
 // queueCall queues the render call of rows (ords from ordBase) on b,
 // behind the access check of m's owner unless m is nil.
 func queueCall(b *pgconn.Batch, fn *renderFn, rows []renderRow, ordBase int, m *Mapping) {
-	oids := []uint32{oidInt4Array, oidTextArray, oidTextArray, oidJSONBArray, oidTextArray, oidPgLSNArray, oidInt8Array, oidTstzArray}
+	oids := []uint32{oidInt4Array, oidTextArray, oidTextArray, oidJSONBArray, oidTextArray, oidPgLSNArray, oidInt8Array, oidTstzArray, oidJSONBArray}
 	formats := []int16{1} // binary, for every parameter and every result column
 	params := callParams(fn, rows, ordBase)
 	sql := fmt.Sprintf(callSQL, fn.name)

@@ -67,6 +67,7 @@
  */
 #define KAFGRES_MESSAGE_VERSION		1
 #define KAFGRES_SNAPSHOT_VERSION	2
+#define KAFGRES_REPLAY_VERSION		3
 
 /* logical message prefix, and the name of the slot the broker reads */
 #define KAFGRES_MESSAGE_PREFIX		"kafgres"
@@ -106,6 +107,7 @@ PG_FUNCTION_INFO_V1(kafgres_produce_text);
 PG_FUNCTION_INFO_V1(kafgres_produce_bytea);
 PG_FUNCTION_INFO_V1(kafgres_produce_arrays);
 PG_FUNCTION_INFO_V1(kafgres_snapshot_row);
+PG_FUNCTION_INFO_V1(kafgres_replay_request);
 
 static XLogRecPtr produce(ProduceRecord *rec);
 static const char *topic_argument(FunctionCallInfo fcinfo, int argno);
@@ -519,6 +521,47 @@ kafgres_snapshot_row(PG_FUNCTION_ARGS)
 	pq_sendbyte(&buf, KAFGRES_SNAPSHOT_VERSION);
 	pq_sendint64(&buf, (uint64) mapping_id);
 	appendBinaryStringInfo(&buf, utf8, strlen(utf8));
+
+	lsn = kafgres_emit_signed_message(&buf, KAFGRES_MESSAGE_PREFIX);
+
+	pfree(buf.data);
+
+	PG_RETURN_LSN(lsn);
+}
+
+/*
+ * kafgres.replay_request(mapping_id bigint) RETURNS pg_lsn
+ *
+ * Ask the broker to render again the dead letters of a mapping that this
+ * transaction marked (format 3, docs/producing.md), signed like the
+ * others.  kafgres_replay_dead_letters() calls it.  The message names only
+ * the mapping: the broker renders the dead letters whose replay_xid is the
+ * message's transaction, which only the function can set, so the message
+ * is the point in the stream where they are delivered, and nothing more.
+ */
+Datum
+kafgres_replay_request(PG_FUNCTION_ARGS)
+{
+	int64		mapping_id;
+	StringInfoData buf;
+	XLogRecPtr	lsn;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument of kafgres.replay_request must not be null")));
+	mapping_id = PG_GETARG_INT64(0);
+
+	PreventCommandIfReadOnly("kafgres_replay_dead_letters()");
+	PreventCommandDuringRecovery("kafgres_replay_dead_letters()");
+	kafgres_check_snapshot_writer(mapping_id);
+	check_wal_level("kafgres_replay_dead_letters");
+	check_slot();
+	kafgres_require_message_key();
+
+	kafgres_start_signed_message(&buf);
+	pq_sendbyte(&buf, KAFGRES_REPLAY_VERSION);
+	pq_sendint64(&buf, (uint64) mapping_id);
 
 	lsn = kafgres_emit_signed_message(&buf, KAFGRES_MESSAGE_PREFIX);
 

@@ -342,6 +342,9 @@ func items(tx *decoder.Transaction, rendered mappings.Rendered) []item {
 			out = append(out, item{lsn: it.LSN, recs: renderedRecords(rendered[it])})
 		case *decoder.SnapshotRow:
 			out = append(out, item{lsn: it.LSN, recs: renderedRecords(rendered[it])})
+		case *decoder.ReplayRequest:
+			// the replayed dead letters, in their order
+			out = append(out, item{lsn: it.LSN, recs: renderedRecords(rendered[it])})
 		case *decoder.Unreadable:
 			out = append(out, item{lsn: it.LSN, unreadable: it})
 		}

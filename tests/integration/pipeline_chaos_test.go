@@ -33,14 +33,7 @@ const chaosTables = 50
 //
 // 60 s in CI; KAFGRES_CHAOS_SECONDS sets another length (make soak: 600).
 func TestPipelineChaos(t *testing.T) {
-	length := 60 * time.Second
-	if s := os.Getenv("KAFGRES_CHAOS_SECONDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			t.Fatalf("KAFGRES_CHAOS_SECONDS=%q", s)
-		}
-		length = time.Duration(n) * time.Second
-	}
+	length := soakLength(t, "KAFGRES_CHAOS_SECONDS", 60*time.Second)
 	c := harness.Start(t)
 	dumpOnFailure(t, c)
 	conn := c.Conn(t)
@@ -436,4 +429,19 @@ func readChaosTopics(t *testing.T, addr string, n int) []*kgo.Record {
 	out, extra := consumeRecords(t, addr, n, "the chaos topics", kgo.ConsumeRegex(), kgo.ConsumeTopics(`^chaos[0-9]+$`),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
 	return append(out, extra...)
+}
+
+// soakLength is how long a long-running test runs: def, or the seconds in
+// the environment variable env (make soak sets longer ones).
+func soakLength(t *testing.T, env string, def time.Duration) time.Duration {
+	t.Helper()
+	s := os.Getenv(env)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a number of seconds", env, s)
+	}
+	return time.Duration(n) * time.Second
 }
