@@ -144,7 +144,7 @@ soak: deps build install
 # without java and mvn; KAFGRES_VERSUS_SCALE=0.1 makes #16's a quick run.
 bench: deps build install
 	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(Produce|Consume|MemoryBound|SQLProduceLatency)$$' -benchtime 200000x ./bench
-	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(PgbenchWithProduce|CDC|TenThousandPartitions)$$' -benchtime 1x ./bench
+	cd tests && go test -count=1 -timeout 60m -run '^$$' -bench '^Benchmark(PgbenchWithProduce|CDC|TenThousandPartitions|MemoryLargeValues)$$' -benchtime 1x ./bench
 	cd tests && go test -count=1 -timeout 90m -run '^$$' -bench '^Benchmark(TransactionalProduce|VersusKafka)$$' -benchtime 1x ./bench
 	KAFGRES_POWERLOSS_CUTS=5000 go test -count=1 -timeout 30m -run '^TestPowerLoss$$' -v ./broker/storage/segment
 

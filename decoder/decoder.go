@@ -562,6 +562,14 @@ func (s *stream) handle(ctx context.Context, data []byte) error {
 				}
 			}
 			t, err := s.asm.add(f)
+			if i == 0 && err == nil {
+				// the message counts for the transaction of its first frame
+				if open := s.asm.txn; open != nil {
+					open.Bytes += len(x.WALData)
+				} else if t != nil {
+					t.Bytes += len(x.WALData)
+				}
+			}
 			if err != nil {
 				perr := &protocolError{err: err, length: len(x.WALData), walStart: LSN(x.WALStart), kind: f.Kind}
 				if err := s.stalled(ctx, x, perr, &f); err != nil {

@@ -38,7 +38,7 @@ const headerLen = 1 + 1 + 8 + 4
 type LSN = pglogrepl.LSN
 
 // Item is one entry of a transaction, its kind decided once, here:
-// *Produced, *SnapshotRow, *ReplayRequest or *Unreadable for a kafgres message, *Change or
+// *Produced, *SnapshotRow, *MappingRequest or *Unreadable for a kafgres message, *Change or
 // *Truncate for a mapped table, and *Unreadable for a frame of the
 // transaction whose body does not parse.
 type Item interface{ isItem() }

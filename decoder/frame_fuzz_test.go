@@ -74,8 +74,8 @@ func encodeFrame(f Frame) []byte {
 	case *SnapshotRow:
 		c := enc{FormatSnapshot}.u64(uint64(it.MappingID)).raw([]byte(it.Row))
 		e = e.u64(uint64(it.LSN)).u32(uint32(len(c))).raw(c)
-	case *ReplayRequest:
-		c := enc{FormatReplay}.u64(uint64(it.MappingID))
+	case *MappingRequest:
+		c := enc{FormatRequest}.u8(it.Kind).u64(uint64(it.MappingID)).u64(uint64(it.First)).u64(uint64(it.Last))
 		e = e.u64(uint64(it.LSN)).u32(uint32(len(c))).raw(c)
 	case *Unreadable:
 		e = e.u64(uint64(it.LSN)).u32(uint32(len(it.Content))).raw(it.Content)
@@ -155,8 +155,10 @@ func FuzzFrame(f *testing.F) {
 	for _, b := range hostileFrames() {
 		f.Add([]byte(b))
 	}
-	// a replay request, which no captured stream holds
-	f.Add([]byte(rawMessageFrame(7, 0x1000, 0x900, enc{FormatReplay}.u64(12))))
+	// mapping requests, which no captured stream holds
+	for _, kind := range []byte{RequestReplay, RequestPause, RequestResume} {
+		f.Add([]byte(rawMessageFrame(7, 0x1000, 0x900, enc{FormatRequest}.u8(kind).u64(12).u64(3).u64(9))))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := bytes.Clone(b)
 		if frames, err := ParseFrames(b); err == nil {

@@ -145,9 +145,9 @@ func TestParseFrame(t *testing.T) {
 			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: &SnapshotRow{LSN: 0x900, MappingID: 12, Row: `{"id": 1}`}},
 		},
 		{
-			name:  "replay request",
-			frame: rawMessageFrame(7, endLSN, 0x900, enc{FormatReplay}.u64(12)),
-			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: &ReplayRequest{LSN: 0x900, MappingID: 12}},
+			name:  "mapping request",
+			frame: rawMessageFrame(7, endLSN, 0x900, enc{FormatRequest}.u8(RequestReplay).u64(12).u64(3).u64(9)),
+			want:  Frame{Kind: 'M', CommitEndLSN: endLSN, Xid: 7, Item: &MappingRequest{LSN: 0x900, Kind: RequestReplay, MappingID: 12, First: 3, Last: 9}},
 		},
 		{
 			name: "insert",
@@ -406,8 +406,9 @@ func TestParseContentUnreadable(t *testing.T) {
 		{"header count beyond content", enc{FormatRecord}.str("t").u32(0).u32(^uint32(0)).u32(^uint32(0)).u16(100), "need 600 bytes"},
 		{"snapshot without id", []byte{FormatSnapshot, 0, 1}, "need 8 bytes"},
 		{"snapshot not JSON", enc{FormatSnapshot}.u64(1).raw([]byte("{")), "not JSON"},
-		{"replay without id", []byte{FormatReplay, 0, 1}, "need 8 bytes"},
-		{"replay trailing", enc{FormatReplay}.u64(1).u8(0), "1 trailing bytes"},
+		{"request without id", []byte{FormatRequest, RequestPause, 0, 1}, "need 8 bytes"},
+		{"request trailing", enc{FormatRequest}.u8(RequestPause).u64(1).u64(0).u64(0).u8(0), "1 trailing bytes"},
+		{"request unknown", enc{FormatRequest}.u8('x').u64(1).u64(0).u64(0), "unknown mapping request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 const (
 	FormatRecord   = 1 // a kafgres_produce record
 	FormatSnapshot = 2 // a snapshot row of a CDC mapping
-	FormatReplay   = 3 // kafgres_replay_dead_letters: deliver a mapping's marked dead letters here
+	FormatRequest  = 3 // a request about one mapping (MappingRequest)
 )
 
 // Produced is one record written by kafgres_produce.
@@ -39,12 +39,26 @@ type SnapshotRow struct {
 	Row       string // the row as to_jsonb(row) text
 }
 
-// ReplayRequest is written by kafgres_replay_dead_letters: the dead
-// letters of the mapping that its transaction marked are rendered again
-// and delivered where it commits.
-type ReplayRequest struct {
-	LSN       LSN
-	MappingID int64
+// Kinds of MappingRequest.
+const (
+	// RequestReplay (kafgres_replay_dead_letters): render again the dead
+	// letters First to Last that the request's transaction marked.
+	RequestReplay = 'r'
+	// RequestPause (the event trigger on a schema change that breaks the
+	// mapping): hold its changes from here.
+	RequestPause = 'p'
+	// RequestResume (kafgres_alter_mapping): deliver what was held, and
+	// hold no more.
+	RequestResume = 's'
+)
+
+// MappingRequest is a request about one mapping at its point of the
+// stream, written by kafgres.mapping_request.
+type MappingRequest struct {
+	LSN         LSN
+	Kind        byte
+	MappingID   int64
+	First, Last int64 // RequestReplay: the dead letters' ids
 }
 
 // Unreadable is a kafgres message whose content does not parse, or a
@@ -61,10 +75,10 @@ type Unreadable struct {
 	Err   error
 }
 
-func (*Produced) isItem()      {}
-func (*SnapshotRow) isItem()   {}
-func (*ReplayRequest) isItem() {}
-func (*Unreadable) isItem()    {}
+func (*Produced) isItem()       {}
+func (*SnapshotRow) isItem()    {}
+func (*MappingRequest) isItem() {}
+func (*Unreadable) isItem()     {}
 
 var errContent = errors.New("malformed kafgres message")
 
@@ -87,8 +101,13 @@ func parseContent(lsn LSN, content []byte, p *Parser) Item {
 			s.Row = string(row)
 		}
 		it = s
-	case FormatReplay:
-		it = &ReplayRequest{LSN: lsn, MappingID: int64(r.uint64())}
+	case FormatRequest:
+		q := &MappingRequest{LSN: lsn, Kind: r.uint8()}
+		q.MappingID, q.First, q.Last = int64(r.uint64()), int64(r.uint64()), int64(r.uint64())
+		if r.err == nil && q.Kind != RequestReplay && q.Kind != RequestPause && q.Kind != RequestResume {
+			r.err = fmt.Errorf("unknown mapping request %q", q.Kind)
+		}
+		it = q
 	default:
 		if r.err == nil {
 			r.err = fmt.Errorf("unknown format %d", v)

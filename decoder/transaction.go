@@ -39,6 +39,9 @@ type Transaction struct {
 	CommitTime time.Time
 	Items      []Item // in WAL order
 	Skipped    error
+	// Bytes is about how much of the replication stream the transaction
+	// took: the sizes of the messages its frames came in
+	Bytes int
 }
 
 // Progress says the walsender has decoded all WAL before LSN and every

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kafgres/kafgres/decoder"
 )
 
 // Mapping is one definition: a row of kafgres.mapping, or of
@@ -35,6 +38,28 @@ type Mapping struct {
 	// Unknown: a change named this id but no definition of it is left
 	// (removed before kafgres kept removed definitions).
 	Unknown bool
+
+	// Pause: a schema change broke the mapping (kafgres.mapping_pause);
+	// nil if none.
+	Pause *Pause
+}
+
+// Pause is a mapping's pause: its changes committed after PausedLSN are
+// held until the resume request of the transaction ResumeXid, whose end
+// the broker writes as ResumedEnd where it delivers them.
+type Pause struct {
+	Reason     string
+	PausedLSN  decoder.LSN
+	ResumeXid  int64       // the resuming transaction's 32-bit xid; -1: none yet
+	ResumedEnd decoder.LSN // 0: not resumed yet
+}
+
+// active says whether the mapping is paused and not resumed yet.
+func (p *Pause) active() bool { return p != nil && p.ResumedEnd == 0 }
+
+// holds says whether the change of a transaction ending at end is held.
+func (p *Pause) holds(end decoder.LSN) bool {
+	return p != nil && end > p.PausedLSN && (p.ResumedEnd == 0 || end < p.ResumedEnd)
 }
 
 // stalls says whether a change m fails to render holds everything up.
@@ -75,6 +100,9 @@ WITH defs AS (
       FROM kafgres.mapping_retired AS m
      WHERE NOT EXISTS (SELECT 1 FROM kafgres.mapping AS l WHERE l.mapping_id OPERATOR(pg_catalog.=) m.mapping_id))
 SELECT d.mapping_id, d.name, d.source_relid,
+       p.reason, p.paused_lsn::pg_catalog.text,
+       coalesce(p.resume_xid::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.%) 4294967296, -1),
+       p.resumed_end_lsn::pg_catalog.text,
        CASE WHEN c.oid IS NULL OR n.oid IS NULL THEN '' ELSE pg_catalog.format('%I.%I', n.nspname, c.relname) END,
        CASE WHEN c.oid IS NULL THEN '' ELSE
            coalesce((SELECT pg_catalog.string_agg(pg_catalog.format('%s %s %s', a.attname, a.atttypid, a.atttypmod),
@@ -88,6 +116,7 @@ SELECT d.mapping_id, d.name, d.source_relid,
   LEFT JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) d.source_relid
   LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
   LEFT JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) d.owner_role
+  LEFT JOIN kafgres.mapping_pause AS p ON p.mapping_id OPERATOR(pg_catalog.=) d.mapping_id AND NOT d.retired
  ORDER BY d.mapping_id`
 
 // loadMappings reads every definition, live and retired, in id order.
@@ -99,10 +128,28 @@ func loadMappings(ctx context.Context, q interface {
 		return nil, fmt.Errorf("load mappings: %w", err)
 	}
 	ms, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Mapping, error) {
-		var m Mapping
-		err := row.Scan(&m.ID, &m.Name, &m.SourceRelID, &m.Source, &m.Shape, &m.Topic, &m.ValueExpr, &m.KeyExpr,
+		var (
+			m               Mapping
+			reason          *string
+			paused, resumed *string
+			resumeXid       int64
+		)
+		err := row.Scan(&m.ID, &m.Name, &m.SourceRelID, &reason, &paused, &resumeXid, &resumed,
+			&m.Source, &m.Shape, &m.Topic, &m.ValueExpr, &m.KeyExpr,
 			&m.FilterExpr, &m.OnError, &m.OwnerRole, &m.Owner, &m.SearchPath, &m.Retired, &m.RetiredReason)
-		return &m, err
+		if err != nil || reason == nil || paused == nil {
+			return &m, err
+		}
+		m.Pause = &Pause{Reason: *reason, ResumeXid: resumeXid}
+		if m.Pause.PausedLSN, err = pglogrepl.ParseLSN(*paused); err != nil {
+			return nil, err
+		}
+		if resumed != nil {
+			if m.Pause.ResumedEnd, err = pglogrepl.ParseLSN(*resumed); err != nil {
+				return nil, err
+			}
+		}
+		return &m, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load mappings: %w", err)

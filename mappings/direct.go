@@ -345,7 +345,10 @@ func jsonbOrder[T any](members []T, key func(T) string) []T {
 // render renders rows with the plan. ok is false when a row is not one
 // the plan can render (a snapshot row, or an image whose columns are not
 // those the plan was made for): the caller renders them all in Postgres.
-func (p *directPlan) render(rows []renderRow) (res []rendered, ok bool) {
+//
+// A row whose key and value would surely be larger than maxBytes (> 0)
+// together is not made: its rendered row has only its size (tooLarge).
+func (p *directPlan) render(rows []renderRow, maxBytes int64) (res []rendered, ok bool) {
 	res = make([]rendered, len(rows))
 	var arena []byte
 	for i := range rows {
@@ -364,6 +367,12 @@ func (p *directPlan) render(rows []renderRow) (res []rendered, ok bool) {
 			arena = make([]byte, 0, 64<<10)
 		}
 		res[i] = rendered{ord: int32(i), pass: true}
+		if maxBytes > 0 {
+			if least := int64(p.leastBytes(p.key, images) + p.leastBytes(p.value, images)); least > maxBytes {
+				res[i].size = least
+				continue
+			}
+		}
 		for _, out := range []struct {
 			e   *directExpr
 			dst *[]byte
@@ -516,6 +525,38 @@ func (p *directPlan) appendJSON(b []byte, e *directExpr, images [2][2]*decoder.T
 		return append(b, '}'), false
 	}
 	return b, true
+}
+
+// leastBytes is a lower bound of e's text: the bytes of the column values
+// it holds (escaping and punctuation only add), so that a record surely
+// too large for its topic is refused before it is made (render).
+func (p *directPlan) leastBytes(e *directExpr, images [2][2]*decoder.Tuple) int {
+	if e == nil {
+		return 0
+	}
+	switch e.kind {
+	case exprColumn:
+		return len(p.columnValue(images[e.image], e.col))
+	case exprText:
+		return p.leastBytes(e.arg, images)
+	case exprObject:
+		n := 0
+		for _, v := range e.vals {
+			n += p.leastBytes(v, images)
+		}
+		return n
+	case exprRow:
+		img := images[e.image]
+		if img[0] == nil {
+			return 0
+		}
+		n := 0
+		for _, col := range e.cols {
+			n += len(p.columnValue(img, col))
+		}
+		return n
+	}
+	return 0
 }
 
 // appendJSONValue appends a column value (text output, nil for NULL) of

@@ -105,7 +105,7 @@ func TestDirectRender(t *testing.T) {
 		if plan == nil {
 			t.Fatalf("%s: not rendered directly", tc.value)
 		}
-		res, ok := plan.render([]renderRow{{change: &decoder.Change{New: tc.new, Old: tc.old}, op: tc.op}})
+		res, ok := plan.render([]renderRow{{change: &decoder.Change{New: tc.new, Old: tc.old}, op: tc.op}}, 0)
 		if !ok || len(res) != 1 {
 			t.Fatalf("%s: not rendered (%v)", tc.value, ok)
 		}
@@ -115,6 +115,25 @@ func TestDirectRender(t *testing.T) {
 		if got := string(res[0].k); got != tc.kw {
 			t.Errorf("%s: key %q, want %q", tc.key, got, tc.kw)
 		}
+	}
+}
+
+// TestDirectRenderSized: a row surely larger than the limit is sized from
+// its values, not made.
+func TestDirectRenderSized(t *testing.T) {
+	value := `to_jsonb(new)`
+	plan := compileDirect(&Mapping{ValueExpr: &value}, directTestColumns, nil, "UTF8", 0, oidJSONB)
+	row := renderRow{change: &decoder.Change{New: directTestTuple("12345")}, op: "I"}
+	full, ok := plan.render([]renderRow{row}, 0)
+	if !ok || full[0].v == nil {
+		t.Fatalf("without a limit: %+v %v", full, ok)
+	}
+	sized, ok := plan.render([]renderRow{row}, 4) // the id alone is 5 bytes
+	if !ok || sized[0].v != nil || sized[0].size <= 4 || sized[0].size > int64(len(full[0].v)) {
+		t.Fatalf("with a limit of 4 bytes: %+v %v (whole: %d bytes)", sized, ok, len(full[0].v))
+	}
+	if fits, _ := plan.render([]renderRow{row}, int64(len(full[0].v))); fits[0].v == nil {
+		t.Fatal("a row of the limit's size was not made")
 	}
 }
 
@@ -134,11 +153,11 @@ func TestDirectRenderDeclines(t *testing.T) {
 		"column missing":   {change: &decoder.Change{New: &decoder.Tuple{Columns: directTestTuple("1").Columns[:4]}}},
 		"old column other": {change: &decoder.Change{Old: renamed}},
 	} {
-		if _, ok := plan.render([]renderRow{row}); ok {
+		if _, ok := plan.render([]renderRow{row}, 0); ok {
 			t.Errorf("%s: rendered directly", name)
 		}
 	}
-	if _, ok := plan.render([]renderRow{{change: &decoder.Change{Old: &decoder.Tuple{Columns: directTestTuple("1").Columns[:1]}}}}); !ok {
+	if _, ok := plan.render([]renderRow{{change: &decoder.Change{Old: &decoder.Tuple{Columns: directTestTuple("1").Columns[:1]}}}}, 0); !ok {
 		t.Error("a key-only old image is not rendered directly")
 	}
 }

@@ -117,16 +117,26 @@ func (st *mappingStatus) set(status, lastError string) {
 type job struct {
 	m    *Mapping
 	rows []renderRow
+	// maxBytes is the largest key and value together the topic takes
+	// (max.message.bytes); 0: not known
+	maxBytes int64
 }
 
-// Delivered says whether every partition of topic has the source
-// position end: a change of the transaction that ends there was rendered
-// before (its record appended, or none due), and is not rendered again.
-// A group replayed after a crash, or streamed again after a reconnect,
-// holds such changes; rendered again now, a change could fail where it
-// passed before (a column renamed meanwhile), and be dead-lettered as
-// well as delivered.
-type Delivered func(topic string, end decoder.LSN) bool
+// Log is what the renderer asks of the log its records go to.
+type Log interface {
+	// Delivered says whether every partition of topic has the source
+	// position end: a change of the transaction that ends there was
+	// rendered before (its record appended, or none due), and is not
+	// rendered again. A group replayed after a crash, or streamed again
+	// after a reconnect, holds such changes; rendered again now, a change
+	// could fail where it passed before (a column renamed meanwhile),
+	// and be dead-lettered as well as delivered.
+	Delivered(topic string, end decoder.LSN) bool
+	// MaxRecordBytes is the topic's max.message.bytes, 0 if not known: a
+	// rendered key and value larger together are refused where they are
+	// rendered, in Postgres, and never sent to the broker.
+	MaxRecordBytes(topic string) int64
+}
 
 type renderRow struct {
 	item   decoder.Item    // the change, snapshot row or replay request
@@ -137,12 +147,16 @@ type renderRow struct {
 	newJSON, oldJSON *string
 	// replay is the kafgres.dead_letter id of a replayed row, 0 for
 	// others
-	replay   int64
-	op       string
-	lsn      decoder.LSN
-	end      decoder.LSN // the end of the change's transaction
-	xid      int64
-	commitTS time.Time
+	replay int64
+	// resume marks a resume request's place (hold); first and last are a
+	// replay request's range of dead letters
+	resume      bool
+	first, last int64
+	op          string
+	lsn         decoder.LSN
+	end         decoder.LSN // the end of the change's transaction
+	xid         int64
+	commitTS    time.Time
 }
 
 // images are the row's new and old images as JSON objects, for the dead
@@ -166,6 +180,35 @@ type rendered struct {
 	ord  int32
 	pass bool
 	k, v []byte
+	// size is the key's and value's bytes together when the function
+	// refused to send them for their size (then k and v are nil)
+	size int64
+}
+
+// tooLarge takes out of res the records larger than j's topic takes, to
+// fail their rows (indexes of res's rows, of which there are n) instead:
+// those the render function refused to send, and those the broker
+// rendered itself.
+func tooLarge(j *job, res []rendered, n int) []failure {
+	if j.maxBytes <= 0 {
+		return nil
+	}
+	var failed []failure
+	for i := range res {
+		o := &res[i]
+		size := o.size
+		if size == 0 {
+			size = int64(len(o.k) + len(o.v))
+		}
+		if !o.pass || size <= j.maxBytes || o.ord < 0 || int(o.ord) >= n {
+			continue
+		}
+		failed = append(failed, failure{row: int(o.ord), err: fmt.Errorf(
+			"record of %d bytes (key and value) is larger than max.message.bytes %d of topic %q; not appended",
+			size, j.maxBytes, j.m.Topic)})
+		o.pass, o.k, o.v = false, nil, nil
+	}
+	return failed
 }
 
 const (
@@ -256,8 +299,9 @@ func (r *Renderer) Close() {
 // each (one per mapping of the table whose filter passes). An error means
 // nothing should be appended; the caller retries the group.
 //
-// delivered (nil: none) says which transactions are rendered already.
-func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction, delivered Delivered) (Rendered, error) {
+// log (nil: none) says which transactions are rendered already, and how
+// large a record may be.
+func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction, log Log) (Rendered, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.listenOnce.Do(r.startListener)
@@ -281,10 +325,10 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction, deli
 				need = true
 				n++
 				unknown = unknown || r.lookup(it.MappingID) == nil
-			case *decoder.ReplayRequest:
+			case *decoder.MappingRequest:
 				need = true
 				n++
-				unknown = unknown || r.lookup(it.MappingID) == nil
+				unknown = unknown || r.lookup(it.MappingID) == nil || r.pauseUnknown(it, tx)
 			}
 		}
 	}
@@ -311,7 +355,7 @@ func (r *Renderer) Render(ctx context.Context, txns []*decoder.Transaction, deli
 	// Privileges can be revoked at any time, and REVOKE notifies nobody:
 	// every render call checks its mapping's owner first (callSQL).
 	for _, j := range jobs {
-		if err := r.renderJob(ctx, j, delivered, out); err != nil {
+		if err := r.renderJob(ctx, j, log, out); err != nil {
 			r.flushStatus(ctx, true)
 			return nil, err
 		}
@@ -379,10 +423,19 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction, n i
 				row := base
 				row.op, row.lsn, row.newJSON = "R", it.LSN, &it.Row
 				snaps = append(snaps, snapRow{id: it.MappingID, row: row})
-			case *decoder.ReplayRequest:
+			case *decoder.MappingRequest:
 				row := base
 				row.lsn = it.LSN
-				replays = append(replays, snapRow{id: it.MappingID, row: row})
+				switch it.Kind {
+				case decoder.RequestReplay:
+					row.first, row.last = it.First, it.Last
+					replays = append(replays, snapRow{id: it.MappingID, row: row})
+				case decoder.RequestResume:
+					// where the held changes go (hold)
+					row.resume = true
+					add(r.definition(it.MappingID), row)
+				}
+				// a pause is read with the definitions (pauseUnknown)
 			}
 		}
 	}
@@ -474,8 +527,10 @@ func (r *Renderer) snapshotsStarted(ctx context.Context, ids, xids []int64) (map
 // dead-lettered or stall the mapping (an error), as its on_error says;
 // a retired mapping, or one whose definition can never render, never
 // stalls.
-func (r *Renderer) renderJob(ctx context.Context, j *job, delivered Delivered, out Rendered) error {
-	if delivered != nil {
+func (r *Renderer) renderJob(ctx context.Context, j *job, log Log, out Rendered) error {
+	j.maxBytes = 0
+	if log != nil {
+		j.maxBytes = log.MaxRecordBytes(j.m.Topic)
 		// asked once per transaction: its rows are next to each other
 		var (
 			lastEnd decoder.LSN
@@ -483,12 +538,15 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, delivered Delivered, o
 		)
 		j.rows = slices.DeleteFunc(j.rows, func(row renderRow) bool {
 			if row.end != lastEnd {
-				lastEnd, last = row.end, delivered(j.m.Topic, row.end)
+				lastEnd, last = row.end, log.Delivered(j.m.Topic, row.end)
 			}
 			return last
 		})
 	}
 	if err := r.deadLettered(ctx, j); err != nil {
+		return err
+	}
+	if err := r.hold(ctx, j); err != nil {
 		return err
 	}
 	if len(j.rows) == 0 {
@@ -506,10 +564,15 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, delivered Delivered, o
 		columns = fn.columns
 	}
 	rowErr := func(row renderRow) error {
-		if row.err != nil || columns == nil || row.change == nil {
+		switch {
+		case row.err != nil || columns == nil:
 			return row.err
+		case row.change != nil:
+			return shapeChanged(columns, row.change)
+		case row.replay != 0:
+			return jsonShapeChanged(columns, row.newJSON, row.oldJSON, j.m.Source)
 		}
-		return shapeChanged(columns, row.change)
+		return nil
 	}
 	anyErr := func() bool {
 		return slices.ContainsFunc(j.rows, func(row renderRow) bool { return rowErr(row) != nil })
@@ -562,6 +625,7 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, delivered Delivered, o
 	if err != nil {
 		return err
 	}
+	rowFailed = append(rowFailed, tooLarge(j, res, len(rows))...)
 	for _, f := range rowFailed {
 		if idx != nil {
 			f.row = idx[f.row]
@@ -598,9 +662,12 @@ func (r *Renderer) renderJob(ctx context.Context, j *job, delivered Delivered, o
 	// one could not be rendered (it is in the dead letters), active again
 	// once a later one is.
 	st := r.statusOf(j.m.ID)
-	if last := len(failed) - 1; last >= 0 && failed[last].row == len(j.rows)-1 {
+	switch last := len(failed) - 1; {
+	case last >= 0 && failed[last].row == len(j.rows)-1:
 		st.set(statusError, r.failureText(j, failed[last]))
-	} else {
+	case j.m.Pause.active():
+		st.set(statusPaused, "paused: "+j.m.Pause.Reason)
+	default:
 		st.set(statusActive, "")
 	}
 	if n > 0 {
@@ -646,7 +713,7 @@ func (r *Renderer) deadLettered(ctx context.Context, j *job) error {
 	var lsns []string
 	for _, row := range j.rows {
 		// a replayed row is its own dead letter
-		if row.replay == 0 && row.lsn <= r.deadHigh {
+		if row.replay == 0 && !row.resume && row.lsn <= r.deadHigh {
 			lsns = append(lsns, row.lsn.String())
 		}
 	}
@@ -695,7 +762,7 @@ func (r *Renderer) renderRows(ctx context.Context, j *job, rows []renderRow) ([]
 		return nil, all(fn.broken), nil
 	}
 	if renderErr == nil && fn.direct != nil {
-		if res, ok := fn.direct.render(rows); ok {
+		if res, ok := fn.direct.render(rows, j.maxBytes); ok {
 			// what the render call's access check does (checkedCallSQL)
 			if ok, err := r.ownerMayRead(ctx, j.m); err != nil || !ok {
 				if err == nil {
@@ -708,7 +775,7 @@ func (r *Renderer) renderRows(ctx context.Context, j *job, rows []renderRow) ([]
 	}
 	var res []rendered
 	if renderErr == nil {
-		res, renderErr, err = r.call(ctx, j.m, fn, rows)
+		res, renderErr, err = r.call(ctx, j, fn, rows)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -729,7 +796,7 @@ func (r *Renderer) renderRows(ctx context.Context, j *job, rows []renderRow) ([]
 			return nil, all(fn.broken), nil
 		}
 		if renderErr == nil {
-			if res, renderErr, err = r.call(ctx, j.m, fn, rows); err != nil {
+			if res, renderErr, err = r.call(ctx, j, fn, rows); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -753,7 +820,7 @@ func (r *Renderer) renderRows(ctx context.Context, j *job, rows []renderRow) ([]
 		// the slow change is known: do not wait for it again
 		return nil, all(renderErr), nil
 	default:
-		return r.callEach(ctx, fn, rows, j.m.stalls())
+		return r.callEach(ctx, j, fn, rows)
 	}
 }
 
@@ -773,8 +840,8 @@ var ErrStalled = errors.New("mapping stalled")
 
 const deadLetterSQL = `
 WITH ins AS (
-    INSERT INTO kafgres.dead_letter (mapping_id, mapping_name, lsn, xid, op, error, new_row, old_row, expression)
-    SELECT u.* FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::text[]),
+    INSERT INTO kafgres.dead_letter (mapping_id, mapping_name, lsn, xid, op, error, new_row, old_row, expression, held)
+    SELECT u.*, $10::pg_catalog.bool FROM ROWS FROM (pg_catalog.unnest($1::int8[]), pg_catalog.unnest($2::text[]),
                                pg_catalog.unnest($3::text[]::pg_lsn[]), pg_catalog.unnest($4::int8[]),
                                pg_catalog.unnest($5::text[]), pg_catalog.unnest($6::text[]),
                                pg_catalog.unnest($7::text[]::jsonb[]), pg_catalog.unnest($8::text[]::jsonb[]),
@@ -862,6 +929,12 @@ func (r *Renderer) pauseIfDenied(ctx context.Context, j *job) (paused bool, err 
 // deadLetter writes the failed rows of j to kafgres.dead_letter, or for
 // replayed rows, their new reasons there.
 func (r *Renderer) deadLetter(ctx context.Context, j *job, failed []failure) error {
+	return r.writeDead(ctx, j, failed, false)
+}
+
+// writeDead is deadLetter, or with held, keeps rows of a paused mapping
+// (hold), which are not counted as dead-lettered.
+func (r *Renderer) writeDead(ctx context.Context, j *job, failed []failure, held bool) error {
 	st := r.statusOf(j.m.ID)
 	first := j.rows[failed[0].row]
 	n := len(failed)
@@ -902,7 +975,7 @@ func (r *Renderer) deadLetter(ctx context.Context, j *job, failed []failure) err
 	}
 	var inserted int64
 	if len(ids) > 0 {
-		if err := r.pool.QueryRow(ctx, deadLetterSQL, ids, names, lsns, xids, ops, errs, news, olds, exprs).Scan(&inserted); err != nil {
+		if err := r.pool.QueryRow(ctx, deadLetterSQL, ids, names, lsns, xids, ops, errs, news, olds, exprs, held).Scan(&inserted); err != nil {
 			return fmt.Errorf("dead-letter %d changes of mapping %s: %w", n, j.m.Name, err)
 		}
 	}
@@ -910,6 +983,10 @@ func (r *Renderer) deadLetter(ctx context.Context, j *job, failed []failure) err
 		if row := j.rows[f.row]; row.replay == 0 {
 			r.deadHigh = max(r.deadHigh, row.lsn)
 		}
+	}
+	if held {
+		r.logger.Info("held changes of a paused mapping", "mapping", j.m.Name, "changes", n, "first_lsn", first.lsn)
+		return nil
 	}
 	r.logger.Warn("dead-lettered changes", "mapping", j.m.Name, "changes", n, "replayed", len(again), "first_lsn", first.lsn, "err", errorText(failed[0].err))
 	st.deadLettered += inserted
@@ -1073,7 +1150,11 @@ func (r *Renderer) reload(ctx context.Context) error {
 	} else {
 		for _, m := range ms {
 			st := r.statusOf(m.ID)
-			if reason, ok := denied[m.ID]; ok {
+			reason, ok := denied[m.ID]
+			if !ok && m.Pause.active() {
+				reason, ok = m.Pause.Reason, true
+			}
+			if ok {
 				if msg := "paused: " + reason; st.status != statusPaused || st.lastError != msg {
 					r.logger.Warn("mapping paused", "mapping", m.Name, "reason", reason)
 					st.set(statusPaused, msg)
@@ -1429,11 +1510,12 @@ SELECT kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, $2, $3, $4,
             THEN kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, $2, 'NULL', NULL, 'call') END,
        kafgres.render_query($1::pg_catalog.oid::pg_catalog.regclass, NULL, $3, NULL, 'call')`
 
-	renderArgs = `int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[], jsonb[]`
+	renderArgs = `int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[], jsonb[], bigint`
 
 	// the arguments of render functions made by earlier brokers: before
 	// 0.4.0's, which sent record literals, and before 0.12.0's, which
-	// sent old images as JSON too; dropped when the function is made again
+	// sent old images as JSON and the largest record too; dropped when the
+	// function is made again
 	oldRenderArgs = `int[], jsonb[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
 	renderArgs011 = `int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[]`
 
@@ -1487,8 +1569,8 @@ SELECT DISTINCT p.proname::pg_catalog.text
 	// rows themselves could not be read), found by evaluating each alone
 	// over the same rows: that costs only when a call fails. A handler
 	// costs a subtransaction per call, not per row.
-	createSQL = `CREATE FUNCTION %[1]s(int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[], jsonb[])
-RETURNS TABLE (ord int, pass boolean, k bytea, v bytea)
+	createSQL = `CREATE FUNCTION %[1]s(int[], text[], text[], jsonb[], text[], pg_lsn[], bigint[], timestamptz[], jsonb[], bigint)
+RETURNS TABLE (ord int, pass boolean, k bytea, v bytea, n bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path TO %[2]s
 AS %[3]s
@@ -1501,11 +1583,20 @@ DECLARE
     kafgres_err_expr text;
 BEGIN
 RETURN QUERY
-SELECT r.ord, r.pass, %[4]s, %[5]s
-  FROM (%[6]s) AS r
- WHERE %[7]s
+SELECT s.ord, s.pass,
+       CASE WHEN s.n OPERATOR(pg_catalog.>) $10 THEN NULL ELSE s.k END,
+       CASE WHEN s.n OPERATOR(pg_catalog.>) $10 THEN NULL ELSE s.v END,
+       CASE WHEN s.n OPERATOR(pg_catalog.>) $10 THEN s.n END
+  FROM (SELECT r.ord, r.pass, r.k, r.v,
+               CASE WHEN r.pass AND $10 OPERATOR(pg_catalog.>) 0
+                    THEN coalesce(pg_catalog.octet_length(r.k), 0) OPERATOR(pg_catalog.+) coalesce(pg_catalog.octet_length(r.v), 0)
+                    ELSE 0 END::pg_catalog.int8 AS n
+          FROM (SELECT r.ord, r.pass, %[4]s AS k, %[5]s AS v
+                  FROM (%[6]s) AS r
+                 WHERE %[7]s
+                OFFSET 0) AS r) AS s
 UNION ALL
-SELECT -1, false, NULL, NULL WHERE NOT %[7]s;
+SELECT -1, false, NULL, NULL, NULL WHERE NOT %[7]s;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS kafgres_err_state = RETURNED_SQLSTATE, kafgres_err_msg = MESSAGE_TEXT,
                             kafgres_err_detail = PG_EXCEPTION_DETAIL, kafgres_err_hint = PG_EXCEPTION_HINT;
@@ -1704,16 +1795,16 @@ func classify(err error, doing string) (renderErr, connErr error) {
 // arrays the broker encodes itself (callParams) and its results read in
 // binary, on an unnamed statement with the parameter types given: no
 // describe round trip, and no per-value conversion on either side.
-const callSQL = `SELECT ord, pass, k, v FROM %s($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+const callSQL = `SELECT ord, pass, k, v, n FROM %s($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 
 // checkedCallSQL is callSQL behind the check that the mapping's owner may
-// still read its table (mapping_denial of $10, the table, and $11, the
+// still read its table (mapping_denial of $11, the table, and $12, the
 // owner). The check has no column in it, so it is a one-time filter: when
 // it fails the function is never called, and the call returns no row at
 // all. Checking in the call's own round trip and snapshot, rather than in
 // a query before it, takes a round trip off every group.
 const checkedCallSQL = callSQL + `
- WHERE kafgres.mapping_denial($10, $11) IS NULL`
+ WHERE kafgres.mapping_denial($11, $12) IS NULL`
 
 // Type OIDs of the render call's parameters.
 const (
@@ -1855,10 +1946,10 @@ func (r *Renderer) beginRender(b *pgconn.Batch) int {
 
 // queueCall queues the render call of rows (ords from ordBase) on b,
 // behind the access check of m's owner unless m is nil.
-func queueCall(b *pgconn.Batch, fn *renderFn, rows []renderRow, ordBase int, m *Mapping) {
-	oids := []uint32{oidInt4Array, oidTextArray, oidTextArray, oidJSONBArray, oidTextArray, oidPgLSNArray, oidInt8Array, oidTstzArray, oidJSONBArray}
+func queueCall(b *pgconn.Batch, fn *renderFn, rows []renderRow, ordBase int, maxBytes int64, m *Mapping) {
+	oids := []uint32{oidInt4Array, oidTextArray, oidTextArray, oidJSONBArray, oidTextArray, oidPgLSNArray, oidInt8Array, oidTstzArray, oidJSONBArray, oidInt8}
 	formats := []int16{1} // binary, for every parameter and every result column
-	params := callParams(fn, rows, ordBase)
+	params := append(callParams(fn, rows, ordBase), binary.BigEndian.AppendUint64(nil, uint64(maxBytes)))
 	sql := fmt.Sprintf(callSQL, fn.name)
 	if m != nil {
 		sql = fmt.Sprintf(checkedCallSQL, fn.name)
@@ -1886,13 +1977,16 @@ func runBatch(ctx context.Context, pc *pgconn.PgConn, b *pgconn.Batch, call int)
 		rr := mrr.ResultReader()
 		for i == call && rr.NextRow() {
 			vals := rr.Values()
-			if len(vals) != 4 || len(vals[0]) != 4 || len(vals[1]) != 1 {
+			if len(vals) != 5 || len(vals[0]) != 4 || len(vals[1]) != 1 || vals[4] != nil && len(vals[4]) != 8 {
 				if bad == nil {
 					bad = fmt.Errorf("render call returned a malformed row")
 				}
 				continue
 			}
 			o := rendered{ord: int32(binary.BigEndian.Uint32(vals[0])), pass: vals[1][0] != 0}
+			if vals[4] != nil {
+				o.size = int64(binary.BigEndian.Uint64(vals[4]))
+			}
 			if o.ord == -1 {
 				bad = errStaleColumns
 				continue
@@ -1932,7 +2026,7 @@ func runBatch(ctx context.Context, pc *pgconn.PgConn, b *pgconn.Batch, call int)
 // undoes every setting the expressions made, set_config(..., false)
 // included; DEALLOCATE ALL and pg_advisory_unlock_all() clear what a
 // rollback does not.
-func (r *Renderer) call(ctx context.Context, m *Mapping, fn *renderFn, rows []renderRow) (res []rendered, renderErr, err error) {
+func (r *Renderer) call(ctx context.Context, j *job, fn *renderFn, rows []renderRow) (res []rendered, renderErr, err error) {
 	conn, err := r.render.Acquire(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("render: %w", err)
@@ -1941,7 +2035,7 @@ func (r *Renderer) call(ctx context.Context, m *Mapping, fn *renderFn, rows []re
 	pc := conn.Conn().PgConn()
 	b := &pgconn.Batch{}
 	call := r.beginRender(b)
-	queueCall(b, fn, rows, 0, m)
+	queueCall(b, fn, rows, 0, j.maxBytes, j.m)
 	b.ExecParams("ROLLBACK", nil, nil, nil, nil)
 	// and what reset clears, in the same round trip; should anything
 	// before fail, the rest is skipped and reset runs
@@ -1998,14 +2092,15 @@ func staleFunction(err error) bool {
 // rolled back (so that no row's settings reach the next), to tell the rows
 // that fail from those that do not. With stopAtFirst (a mapping that
 // stalls) there is no point going on after the first failure.
-func (r *Renderer) callEach(ctx context.Context, fn *renderFn, rows []renderRow, stopAtFirst bool) ([]rendered, []failure, error) {
+func (r *Renderer) callEach(ctx context.Context, j *job, fn *renderFn, rows []renderRow) ([]rendered, []failure, error) {
 	var (
-		res    []rendered
-		failed []failure
+		res         []rendered
+		failed      []failure
+		stopAtFirst = j.m.stalls()
 	)
 	for next := 0; next < len(rows) && !(stopAtFirst && len(failed) > 0); {
 		var err error
-		if next, err = r.callEachTx(ctx, fn, rows, next, stopAtFirst, &res, &failed); err != nil {
+		if next, err = r.callEachTx(ctx, j, fn, rows, next, &res, &failed); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -2015,8 +2110,9 @@ func (r *Renderer) callEach(ctx context.Context, fn *renderFn, rows []renderRow,
 // callEachTx renders rows[start:] one by one in one READ ONLY transaction
 // and returns where to go on: len(rows) when done, or the row after one
 // that ran into the backstop, which closed the connection.
-func (r *Renderer) callEachTx(ctx context.Context, fn *renderFn, rows []renderRow, start int, stopAtFirst bool,
+func (r *Renderer) callEachTx(ctx context.Context, j *job, fn *renderFn, rows []renderRow, start int,
 	res *[]rendered, failed *[]failure) (int, error) {
+	stopAtFirst := j.m.stalls()
 	conn, err := r.render.Acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("render with %s: %w", fn.name, err)
@@ -2032,7 +2128,7 @@ func (r *Renderer) callEachTx(ctx context.Context, fn *renderFn, rows []renderRo
 	for i := start; i < len(rows); i++ {
 		b := &pgconn.Batch{}
 		b.ExecParams("SAVEPOINT kafgres_row", nil, nil, nil, nil)
-		queueCall(b, fn, rows[i:i+1], i, nil)
+		queueCall(b, fn, rows[i:i+1], i, j.maxBytes, nil)
 		b.ExecParams("ROLLBACK TO SAVEPOINT kafgres_row", nil, nil, nil, nil)
 		bctx, cancel := r.backstop(ctx)
 		got, err := runBatch(bctx, pc, b, 1)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,11 +36,16 @@ func tupleJSON(t, other *decoder.Tuple) (*string, error) {
 	if t == nil {
 		return nil, nil
 	}
-	var (
-		b   strings.Builder
-		err error
-	)
-	b.WriteByte('{')
+	// one buffer of about the right size: a row can be of any size, and
+	// growing by doubling (or escaping through copies) would hold several
+	// times it at once
+	size := 2
+	for _, c := range t.Columns {
+		size += len(c.Name) + len(c.Value) + 8
+	}
+	var err error
+	b := make([]byte, 0, size+size/16)
+	b = append(b, '{')
 	first := true
 	for _, c := range t.Columns {
 		if c.Kind == decoder.ColumnUnchanged {
@@ -54,22 +61,27 @@ func tupleJSON(t, other *decoder.Tuple) (*string, error) {
 			c = oc
 		}
 		if !first {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		first = false
-		writeJSONString(&b, c.Name)
-		b.WriteByte(':')
+		b = append(appendJSONString(b, c.Name), ':')
 		switch {
 		case c.Kind == decoder.ColumnNull:
-			b.WriteString("null")
+			b = append(b, "null"...)
 		case c.TypeOID == oidJSON || c.TypeOID == oidJSONB:
-			b.Write(c.Value)
+			b = append(b, c.Value...)
+		case !utf8.Valid(c.Value):
+			// sent as UTF-8 text: what is not UTF-8 (a database of
+			// another encoding) is replaced, as encoding/json would
+			b = appendJSONString(b, bytes.ToValidUTF8(c.Value, []byte("\uFFFD")))
 		default:
-			writeJSONString(&b, string(c.Value))
+			b = appendJSONString(b, c.Value)
 		}
 	}
-	b.WriteByte('}')
-	s := b.String()
+	b = append(b, '}')
+	// the buffer is the string, as strings.Builder makes one: it is not
+	// written again, and a copy would be one more row's worth held
+	s := unsafe.String(unsafe.SliceData(b), len(b))
 	return &s, err
 }
 
@@ -162,11 +174,6 @@ func findColumn(t *decoder.Tuple, name string) (decoder.Column, bool) {
 	return decoder.Column{}, false
 }
 
-func writeJSONString(b *strings.Builder, s string) {
-	enc, _ := json.Marshal(s) // a string always marshals
-	b.Write(enc)
-}
-
 // shapeChanged says why a change cannot be rendered with a function made
 // for the table's columns now, or nil. A change's row has the columns the
 // table had when it was made. A column added since is missing from it, and
@@ -183,20 +190,59 @@ func shapeChanged(columns []string, c *decoder.Change) error {
 	if t == nil {
 		return nil
 	}
-	var extra []string
-	for i, col := range t.Columns {
-		// a row of the table's shape now has its columns in their order:
-		// no search for those
-		if i < len(columns) && columns[i] == col.Name || slices.Contains(columns, col.Name) {
-			continue
-		}
-		extra = append(extra, col.Name)
+	names := make([]string, 0, len(t.Columns))
+	for _, col := range t.Columns {
+		names = append(names, col.Name)
 	}
+	var oldNames []string
 	if c.Old != nil && c.Old != t {
 		for _, col := range c.Old.Columns {
-			if !slices.Contains(columns, col.Name) && !slices.Contains(extra, col.Name) {
-				extra = append(extra, col.Name)
-			}
+			oldNames = append(oldNames, col.Name)
+		}
+	}
+	return namesChanged(columns, names, oldNames, pgx.Identifier{c.Schema, c.Table}.Sanitize())
+}
+
+// jsonShapeChanged is shapeChanged for a row whose images are JSON
+// objects (a replayed dead letter): their keys are its columns.
+func jsonShapeChanged(columns []string, newJSON, oldJSON *string, table string) error {
+	keys := func(doc *string) []string {
+		if doc == nil {
+			return nil
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal([]byte(*doc), &fields) != nil {
+			return nil
+		}
+		names := make([]string, 0, len(fields))
+		for k := range fields {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		return names
+	}
+	names, oldNames := keys(newJSON), keys(oldJSON)
+	if newJSON == nil {
+		names, oldNames = oldNames, nil
+	}
+	return namesChanged(columns, names, oldNames, table)
+}
+
+// namesChanged says why a row of columns names (and an old image of
+// oldNames) cannot be read by name as a table of columns now, or nil.
+func namesChanged(columns, names, oldNames []string, table string) error {
+	var extra []string
+	for i, name := range names {
+		// a row of the table's shape now has its columns in their order:
+		// no search for those
+		if i < len(columns) && columns[i] == name || slices.Contains(columns, name) {
+			continue
+		}
+		extra = append(extra, name)
+	}
+	for _, name := range oldNames {
+		if !slices.Contains(columns, name) && !slices.Contains(extra, name) {
+			extra = append(extra, name)
 		}
 	}
 	if len(extra) == 0 {
@@ -204,7 +250,7 @@ func shapeChanged(columns []string, c *decoder.Change) error {
 	}
 	var missing []string
 	for _, name := range columns {
-		if _, ok := findColumn(t, name); !ok {
+		if !slices.Contains(names, name) {
 			missing = append(missing, name)
 		}
 	}
@@ -213,5 +259,5 @@ func shapeChanged(columns []string, c *decoder.Change) error {
 	}
 	return fmt.Errorf("the change's row has column %s, which table %s no longer has, and lacks column %s, which it has now: "+
 		"a column was renamed (or dropped and another added) since the change, so the row cannot be read as the table is now",
-		strings.Join(extra, ", "), pgx.Identifier{c.Schema, c.Table}.Sanitize(), strings.Join(missing, ", "))
+		strings.Join(extra, ", "), table, strings.Join(missing, ", "))
 }

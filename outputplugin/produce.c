@@ -67,7 +67,7 @@
  */
 #define KAFGRES_MESSAGE_VERSION		1
 #define KAFGRES_SNAPSHOT_VERSION	2
-#define KAFGRES_REPLAY_VERSION		3
+#define KAFGRES_REQUEST_VERSION		3
 
 /* logical message prefix, and the name of the slot the broker reads */
 #define KAFGRES_MESSAGE_PREFIX		"kafgres"
@@ -107,7 +107,7 @@ PG_FUNCTION_INFO_V1(kafgres_produce_text);
 PG_FUNCTION_INFO_V1(kafgres_produce_bytea);
 PG_FUNCTION_INFO_V1(kafgres_produce_arrays);
 PG_FUNCTION_INFO_V1(kafgres_snapshot_row);
-PG_FUNCTION_INFO_V1(kafgres_replay_request);
+PG_FUNCTION_INFO_V1(kafgres_mapping_request);
 
 static XLogRecPtr produce(ProduceRecord *rec);
 static const char *topic_argument(FunctionCallInfo fcinfo, int argno);
@@ -530,38 +530,50 @@ kafgres_snapshot_row(PG_FUNCTION_ARGS)
 }
 
 /*
- * kafgres.replay_request(mapping_id bigint) RETURNS pg_lsn
+ * kafgres.mapping_request(mapping_id bigint, request "char", first_id bigint,
+ *                         last_id bigint) RETURNS pg_lsn
  *
- * Ask the broker to render again the dead letters of a mapping that this
- * transaction marked (format 3, docs/producing.md), signed like the
- * others.  kafgres_replay_dead_letters() calls it.  The message names only
- * the mapping: the broker renders the dead letters whose replay_xid is the
- * message's transaction, which only the function can set, so the message
- * is the point in the stream where they are delivered, and nothing more.
+ * A request to the broker about one mapping, at this point of the stream
+ * (format 3, docs/producing.md), signed like the others: 'r' render again
+ * the dead letters with ids first_id to last_id that this transaction
+ * marked (kafgres_replay_dead_letters); 'p' hold the mapping's changes
+ * from here (a schema change broke it, the event trigger); 's' deliver
+ * what was held and hold no more (kafgres_alter_mapping).  The broker acts
+ * on a request only when the rows it names agree (the marks, the pause),
+ * which only kafgres's functions write.
  */
 Datum
-kafgres_replay_request(PG_FUNCTION_ARGS)
+kafgres_mapping_request(PG_FUNCTION_ARGS)
 {
 	int64		mapping_id;
+	char		request;
 	StringInfoData buf;
 	XLogRecPtr	lsn;
 
-	if (PG_ARGISNULL(0))
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument of kafgres.replay_request must not be null")));
+				 errmsg("arguments of kafgres.mapping_request must not be null")));
 	mapping_id = PG_GETARG_INT64(0);
+	request = PG_GETARG_CHAR(1);
+	if (request != 'r' && request != 'p' && request != 's')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid mapping request \"%c\"", request)));
 
-	PreventCommandIfReadOnly("kafgres_replay_dead_letters()");
-	PreventCommandDuringRecovery("kafgres_replay_dead_letters()");
+	PreventCommandIfReadOnly("kafgres.mapping_request()");
+	PreventCommandDuringRecovery("kafgres.mapping_request()");
 	kafgres_check_snapshot_writer(mapping_id);
-	check_wal_level("kafgres_replay_dead_letters");
+	check_wal_level("kafgres.mapping_request");
 	check_slot();
 	kafgres_require_message_key();
 
 	kafgres_start_signed_message(&buf);
-	pq_sendbyte(&buf, KAFGRES_REPLAY_VERSION);
+	pq_sendbyte(&buf, KAFGRES_REQUEST_VERSION);
+	pq_sendbyte(&buf, (uint8) request);
 	pq_sendint64(&buf, (uint64) mapping_id);
+	pq_sendint64(&buf, (uint64) PG_GETARG_INT64(2));
+	pq_sendint64(&buf, (uint64) PG_GETARG_INT64(3));
 
 	lsn = kafgres_emit_signed_message(&buf, KAFGRES_MESSAGE_PREFIX);
 

@@ -36,12 +36,15 @@
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "parser/scanner.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "pgcompat.h"
 
 PG_FUNCTION_INFO_V1(kafgres_validate_expression);
 PG_FUNCTION_INFO_V1(kafgres_check_expression_bounds);
+PG_FUNCTION_INFO_V1(kafgres_expression_columns);
 
 #define MAX_EXPRESSION_BYTES	(64 * 1024)
 #define MAX_EXPRESSION_TOKENS	10000
@@ -58,6 +61,7 @@ static void check_select(const char *argname, SelectStmt *stmt);
 static bool find_write(Node *node, const char **what);
 static void check_tokens(const char *argname, const char *query, bool whole);
 static void check_size(const char *argname, text *expr);
+static bool find_row_columns(Node *node, List **names);
 
 /*
  * kafgres_validate_expression(expr text, argname text) RETURNS void
@@ -133,6 +137,100 @@ kafgres_check_expression_bounds(PG_FUNCTION_ARGS)
 	check_size(argname, expr);
 	check_tokens(argname, text_to_cstring(expr), false);
 	PG_RETURN_VOID();
+}
+
+/*
+ * kafgres.expression_columns(expr text) RETURNS text[]
+ *
+ * The columns of the mapped table that expr names through new or old
+ * (new.a, old.a, (new).a), each once, in the order first named.  A whole
+ * row (new, new.*, to_jsonb(new)) names none: it follows the table.  Used
+ * to tell which schema changes break a mapping (the event trigger that
+ * pauses mappings).  Bounded like kafgres_validate_expression; an
+ * expression that does not parse names nothing.  STRICT.
+ */
+Datum
+kafgres_expression_columns(PG_FUNCTION_ARGS)
+{
+	text	   *expr = PG_GETARG_TEXT_PP(0);
+	StringInfoData query;
+	List	   *stmts = NIL;
+	List	   *names = NIL;
+	ListCell   *lc;
+	Datum	   *elems;
+	int			i = 0;
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	check_size("expression", expr);
+	check_tokens("expression", text_to_cstring(expr), false);
+
+	initStringInfo(&query);
+	appendStringInfo(&query, "SELECT (%s)", text_to_cstring(expr));
+
+	/* a syntax error names nothing: the broker reports it where it renders */
+	PG_TRY();
+	{
+		stmts = raw_parser(query.data, RAW_PARSE_DEFAULT);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		FlushErrorState();
+		stmts = NIL;
+	}
+	PG_END_TRY();
+
+	foreach(lc, stmts)
+		find_row_columns((Node *) lfirst_node(RawStmt, lc)->stmt, &names);
+
+	elems = palloc(sizeof(Datum) * Max(list_length(names), 1));
+	foreach(lc, names)
+		elems[i++] = CStringGetTextDatum((char *) lfirst(lc));
+	PG_RETURN_ARRAYTYPE_P(construct_array(elems, i, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* Collects into *names the columns named through new or old. */
+static bool
+find_row_columns(Node *node, List **names)
+{
+	List	   *fields = NIL;
+	Node	   *row = NULL;
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, ColumnRef))
+		fields = ((ColumnRef *) node)->fields;
+	else if (IsA(node, A_Indirection) && IsA(((A_Indirection *) node)->arg, ColumnRef))
+	{
+		/* (new).a: the row, then the field */
+		A_Indirection *ind = (A_Indirection *) node;
+		ColumnRef  *ref = (ColumnRef *) ind->arg;
+
+		if (list_length(ref->fields) == 1 && list_length(ind->indirection) >= 1)
+		{
+			row = linitial(ref->fields);
+			fields = list_make2(row, linitial(ind->indirection));
+		}
+	}
+	if (list_length(fields) >= 2 && IsA(linitial(fields), String) && IsA(lsecond(fields), String))
+	{
+		const char *rel = strVal(linitial(fields));
+
+		if (strcmp(rel, "new") == 0 || strcmp(rel, "old") == 0)
+		{
+			char	   *name = strVal(lsecond(fields));
+			ListCell   *lc;
+
+			foreach(lc, *names)
+			{
+				if (strcmp((char *) lfirst(lc), name) == 0)
+					return false;
+			}
+			*names = lappend(*names, name);
+			return false;
+		}
+	}
+	return raw_expression_tree_walker(node, find_row_columns, (void *) names);
 }
 
 /* The first bound, checked before anything reads expr. */

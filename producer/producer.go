@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/kafgres/kafgres/broker/retry"
@@ -93,7 +94,7 @@ type Source interface {
 // Renderer renders CDC changes and snapshot rows; *mappings.Renderer is
 // one.
 type Renderer interface {
-	Render(ctx context.Context, txns []*decoder.Transaction, delivered mappings.Delivered) (mappings.Rendered, error)
+	Render(ctx context.Context, txns []*decoder.Transaction, log mappings.Log) (mappings.Rendered, error)
 }
 
 // Producer drains a Source into a Log.
@@ -286,7 +287,27 @@ func (p *Producer) appendWithRetry(ctx context.Context, txns []*decoder.Transact
 	if err != nil {
 		return nil, err
 	}
+	if groupBytes(txns) >= bigGroupBytes {
+		// Rendering a group of large rows makes several copies of each
+		// (the record literals sent to Postgres, a dead letter's image),
+		// garbage once it is rendered; the runtime would keep them
+		// resident and grow its heap goal on them, so that each large row
+		// raised the broker's peak further (BenchmarkMemoryLargeValues).
+		debug.FreeOSMemory()
+	}
 	return all, nil
+}
+
+// bigGroupBytes is the stream size of a group after which the producer
+// hands freed memory back to the operating system at once.
+const bigGroupBytes = 64 << 20
+
+func groupBytes(txns []*decoder.Transaction) int {
+	n := 0
+	for _, tx := range txns {
+		n += tx.Bytes
+	}
+	return n
 }
 
 // appendWaits adds waits to ws, skipping a channel equal to the last one
@@ -342,7 +363,7 @@ func items(tx *decoder.Transaction, rendered mappings.Rendered) []item {
 			out = append(out, item{lsn: it.LSN, recs: renderedRecords(rendered[it])})
 		case *decoder.SnapshotRow:
 			out = append(out, item{lsn: it.LSN, recs: renderedRecords(rendered[it])})
-		case *decoder.ReplayRequest:
+		case *decoder.MappingRequest:
 			// the replayed dead letters, in their order
 			out = append(out, item{lsn: it.LSN, recs: renderedRecords(rendered[it])})
 		case *decoder.Unreadable:
@@ -381,7 +402,7 @@ func (p *Producer) startGroup(ctx context.Context, txns []*decoder.Transaction) 
 	var rendered mappings.Rendered
 	if p.renderer != nil {
 		var err error
-		if rendered, err = p.renderer.Render(ctx, txns, p.appendedEverywhere); err != nil {
+		if rendered, err = p.renderer.Render(ctx, txns, renderLog{p}); err != nil {
 			return nil, fmt.Errorf("render changes: %w", err)
 		}
 	}
@@ -513,9 +534,13 @@ func pendingOf(log Log, parts map[topicPartition]*pending, order *[]topicPartiti
 	return pd, nil
 }
 
-// appendedEverywhere says whether every partition of topic has the source
-// position end (mappings.Delivered).
-func (p *Producer) appendedEverywhere(topic string, end decoder.LSN) bool {
+// renderLog is the log as the renderer asks it (mappings.Log).
+type renderLog struct{ p *Producer }
+
+// Delivered says whether every partition of topic has the source
+// position end.
+func (l renderLog) Delivered(topic string, end decoder.LSN) bool {
+	p := l.p
 	for part := int32(0); ; part++ {
 		applied, err := p.log.SourceApplied(topic, part)
 		if err != nil {
@@ -525,6 +550,16 @@ func (p *Producer) appendedEverywhere(topic string, end decoder.LSN) bool {
 			return false
 		}
 	}
+}
+
+// MaxRecordBytes is the topic's max.message.bytes, 0 when it cannot be
+// read (the record is then sized where it is appended, refused).
+func (l renderLog) MaxRecordBytes(topic string) int64 {
+	limits, err := l.p.log.Limits(topic)
+	if err != nil {
+		return 0
+	}
+	return int64(limits.MaxMessageBytes)
 }
 
 // skippedWhy is why a record of tx is dead-lettered: why, and for a

@@ -72,7 +72,7 @@ SELECT name, source_table, topic, value_expr IS NOT NULL AS has_value, key_expr,
 -- the search_path it was made in is kept; owner_role is always its maker
 SELECT search_path, owner_role = (SELECT oid FROM pg_roles WHERE rolname = current_user) AS owned
   FROM kafgres.mapping;
--- a mapping's definition cannot be changed, only removed and added again
+-- what a mapping maps (name, table, topic) cannot be changed, only removed and added again
 UPDATE kafgres.mapping SET topic = 'other' WHERE name = 'orders';
 
 -- preview: the rows as inserts, rendered as the caller, in the mapping's

@@ -147,3 +147,72 @@ func produceOne(b *testing.B, cl *kgo.Client, topic string, records []byte) int1
 	}
 	return resp.Topics[0].Partitions[0].ErrorCode
 }
+
+// BenchmarkMemoryLargeValues: what 100 MiB row values cost the broker
+// (issue #41, item 3). Three rows of a 100 MiB text column are inserted,
+// one at a time, into a table with two mappings: one renders the whole row
+// (to_jsonb(new), 100 MiB: refused in Postgres for the topic's
+// max.message.bytes and dead-lettered with the row), one its length (a
+// small record, delivered). The broker's peak resident memory (VmHWM) is
+// reported; it must stay under 1 GiB, and the third row must not cost more
+// than the first. Runs once whatever b.N:
+//
+//	cd tests && go test ./bench -run '^$' -bench MemoryLargeValues -benchtime 1x -v
+func BenchmarkMemoryLargeValues(b *testing.B) {
+	const (
+		rows  = 3
+		mib   = 100
+		limit = 1 << 30
+	)
+	c := harness.Start(b)
+	conn := c.Conn(b)
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE huge (id int PRIMARY KEY, doc text)`,
+		`SELECT kafgres_create_topic('huge-rows', 1)`,
+		`SELECT kafgres_create_topic('huge-sizes', 1)`,
+		`SELECT kafgres_add_mapping('huge-rows', 'huge', 'huge-rows')`,
+		`SELECT kafgres_add_mapping('huge-sizes', 'huge', 'huge-sizes', value_expr => $$ length(new.doc)::text $$)`,
+		`INSERT INTO huge VALUES (0, 'small')`,
+		`SELECT kafgres_wait_delivered(pg_current_wal_lsn(), '60 seconds')`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	pid := c.BrokerPID(b)
+	before := statusKB(b, pid, "VmHWM")
+	b.ResetTimer()
+	var peaks []int64
+	for i := 1; i <= rows; i++ {
+		// md5 text does not compress much: the WAL and the decoder carry
+		// all of it
+		if _, err := conn.Exec(ctx, `INSERT INTO huge SELECT $1, string_agg(md5(g::text), '') FROM generate_series(1, $2) AS g`,
+			i, mib<<20/32); err != nil {
+			b.Fatal(err)
+		}
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT kafgres_wait_delivered(pg_current_wal_lsn(), '300 seconds')`).Scan(&ok); err != nil || !ok {
+			b.Fatalf("row %d not delivered: %v %v", i, ok, err)
+		}
+		peaks = append(peaks, statusKB(b, pid, "VmHWM"))
+	}
+	b.StopTimer()
+	var dead int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM kafgres.dead_letter WHERE mapping_name = 'huge-rows'
+	                               AND error LIKE 'record of % bytes (key and value) is larger than max.message.bytes%'`).Scan(&dead); err != nil || dead != rows {
+		b.Fatalf("%d dead letters of huge-rows (%v), want %d", dead, err, rows)
+	}
+	peak := peaks[len(peaks)-1]
+	fmt.Printf("broker peak RSS: %d MiB before; after each %d MiB row: %v MiB\n", before>>10, mib, func() []int64 {
+		out := make([]int64, len(peaks))
+		for i, p := range peaks {
+			out[i] = p >> 10
+		}
+		return out
+	}())
+	b.ReportMetric(float64(peak>>10), "peak-RSS-MiB")
+	if peak<<10 > limit {
+		b.Fatalf("broker peaked at %d MiB, over 1 GiB", peak>>10)
+	}
+}

@@ -50,19 +50,6 @@ var (
 	processedLine = regexp.MustCompile(`number of transactions actually processed: ([0-9]+)`)
 )
 
-// envInt is $name as a positive integer, or def.
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("$%s = %q: want a positive integer", name, v)
-	}
-	return n
-}
-
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
@@ -92,8 +79,8 @@ func median(xs []float64) float64 {
 // (default 20) set the number of rounds and each run's length. b.N is
 // ignored: the workload is fixed so that numbers compare across runs.
 func BenchmarkPgbenchWithProduce(b *testing.B) {
-	rounds := envInt(b, "KAFGRES_PGBENCH_ROUNDS", 3)
-	secs := envInt(b, "KAFGRES_PGBENCH_SECONDS", 20)
+	rounds := harness.EnvInt(b, "KAFGRES_PGBENCH_ROUNDS", 3)
+	secs := harness.EnvInt(b, "KAFGRES_PGBENCH_SECONDS", 20)
 
 	c := harness.Start(b)
 	c.CreateTopic(b, "pgbench", 3)

@@ -28,8 +28,8 @@ import (
 // include the supervisor's 1 s before it starts a broker again. It
 // ignores b.N.
 func BenchmarkTenThousandPartitions(b *testing.B) {
-	n := envInt(b, "KAFGRES_SCALE_PARTITIONS", 10_000)
-	records := envInt(b, "KAFGRES_SCALE_RECORDS", 200_000)
+	n := harness.EnvInt(b, "KAFGRES_SCALE_PARTITIONS", 10_000)
+	records := harness.EnvInt(b, "KAFGRES_SCALE_RECORDS", 200_000)
 	ctx := context.Background()
 	c := harness.Start(b)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.DefaultProduceTopic("scale"),

@@ -24,8 +24,8 @@ import (
 // records are in the page cache throughout: this measures the broker's
 // copies, not the disk.
 func BenchmarkFetchSendfile(b *testing.B) {
-	mb := envInt(b, "KAFGRES_SENDFILE_MB", 512)
-	pairs := envInt(b, "KAFGRES_SENDFILE_PAIRS", 4)
+	mb := harness.EnvInt(b, "KAFGRES_SENDFILE_MB", 512)
+	pairs := harness.EnvInt(b, "KAFGRES_SENDFILE_PAIRS", 4)
 	c := harness.Start(b)
 	c.CreateTopic(b, "sendfile", 3)
 	payload := newPayload()[:1024]

@@ -52,7 +52,7 @@ import (
 // -benchtime 1x).
 func BenchmarkVersusKafka(b *testing.B) {
 	needTools(b, "java", "mvn")
-	rounds := envInt(b, "KAFGRES_VERSUS_ROUNDS", 3)
+	rounds := harness.EnvInt(b, "KAFGRES_VERSUS_ROUNDS", 3)
 	scale := envFloat(b, "KAFGRES_VERSUS_SCALE", 1)
 	c := harness.Start(b)
 	ref := startReference(b)

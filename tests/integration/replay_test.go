@@ -105,3 +105,30 @@ func TestMappingFailureNamesExpression(t *testing.T) {
 		}
 	}
 }
+
+// TestMappingRecordTooLarge: a rendered record larger than its topic's
+// max.message.bytes is refused where it is rendered, in Postgres, and
+// dead-lettered under its mapping with the reason; the records after it
+// flow.
+func TestMappingRecordTooLarge(t *testing.T) {
+	c := harness.Start(t)
+	conn := c.Conn(t)
+	mustExec(t, conn,
+		`CREATE TABLE big (id int PRIMARY KEY, n int)`,
+		`SELECT kafgres_create_topic('big', 1)`,
+		`SELECT kafgres_add_mapping('big', 'big', 'big', key_expr => $$ new.id::text $$,
+		   value_expr => $$ repeat('x', new.n) $$)`,
+		`INSERT INTO big VALUES (1, 10)`,
+		`INSERT INTO big VALUES (2, 3000000)`, // three times the default max.message.bytes
+		`INSERT INTO big VALUES (3, 20)`)
+	waitDelivered(t, conn)
+	wantRecs(t, readTopic(t, c.Addr, "big", 2), "1 -> "+strings.Repeat("x", 10), "3 -> "+strings.Repeat("x", 20))
+	var id, reason string
+	if err := conn.QueryRow(context.Background(),
+		`SELECT new_row->>'id', error FROM kafgres.dead_letter WHERE mapping_name = 'big'`).Scan(&id, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if id != "2" || !strings.Contains(reason, `record of 3000001 bytes (key and value) is larger than max.message.bytes 1048588 of topic "big"`) {
+		t.Fatalf("dead letter of %s: %q", id, reason)
+	}
+}

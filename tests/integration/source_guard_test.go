@@ -189,7 +189,10 @@ func checkMoved(t *testing.T, addr, topic string, want map[int32][]string) {
 func waitRefusal(t *testing.T, conn *pgx.Conn) string {
 	t.Helper()
 	var refusal string
-	harness.Eventually(t, 30*time.Second, func() error {
+	// the broker says so once it is back after Postgres: on a busy
+	// machine its start (the supervisor's backoff, loading the log) can
+	// take more than half a minute
+	harness.Eventually(t, 90*time.Second, func() error {
 		var r *string
 		if err := conn.QueryRow(context.Background(), `SELECT sql_source_refused FROM kafgres.pipeline`).Scan(&r); err != nil {
 			return err
