@@ -87,9 +87,15 @@ func run(ctx context.Context, cfg Config, dial func(context.Context) (session, e
 	})
 }
 
-// once is one session: connect, LISTEN, changed, then changed after each
-// notification until the connection fails. It made progress once the
+// once is one session: connect, LISTEN, changed, then changed after
+// notifications until the connection fails. It made progress once the
 // first changed succeeded.
+//
+// Any role that may log in can NOTIFY any channel, and each reload reads a
+// whole cache, so notifications are coalesced (issue #42): a reader takes
+// them off the connection as they come, and the reloads that follow run at
+// most once per minReload, each covering every notification before it.
+// A storm of thousands costs a few reloads a second, not one each.
 func once(ctx context.Context, dial func(context.Context) (session, error), channel string, log *slog.Logger, changed func(context.Context) error) (bool, error) {
 	s, err := dial(ctx)
 	if err != nil {
@@ -102,12 +108,44 @@ func once(ctx context.Context, dial func(context.Context) (session, error), chan
 	if err := changed(ctx); err != nil {
 		return false, fmt.Errorf("reload after connecting: %w", err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	readerDone := make(chan struct{})
+	// the reader is off the connection before it is closed
+	defer func() {
+		cancel()
+		<-readerDone
+	}()
+	pending := make(chan struct{}, 1) // a notification not reloaded for yet
+	failed := make(chan error, 1)
+	go func() {
+		defer close(readerDone)
+		for {
+			if err := s.WaitForNotification(ctx); err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case pending <- struct{}{}:
+			default: // one is pending already: its reload covers this one
+			}
+		}
+	}()
 	for {
-		if err := s.WaitForNotification(ctx); err != nil {
+		select {
+		case err := <-failed:
 			return true, fmt.Errorf("wait for notification: %w", err)
+		case <-pending:
 		}
 		if err := changed(ctx); err != nil && ctx.Err() == nil {
 			log.Error("reload after a notification", "err", err)
 		}
+		select {
+		case err := <-failed:
+			return true, fmt.Errorf("wait for notification: %w", err)
+		case <-time.After(minReload):
+		}
 	}
 }
+
+// minReload is the least time between two reloads after notifications.
+const minReload = 100 * time.Millisecond

@@ -162,3 +162,57 @@ func TestRunNotificationReloadError(t *testing.T) {
 		t.Fatalf("dials %d, log:\n%s", srv.dials, logs.String())
 	}
 }
+
+// A storm of notifications is coalesced: a few reloads, each after the
+// notifications before it, not one per notification.
+func TestRunCoalescesNotifications(t *testing.T) {
+	srv := &fakeServer{sessions: make(chan *fakeSession, 1)}
+	cfg := Config{Channel: "kafgres_topics", Log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)),
+		Retry: retry.Policy{Min: time.Second, Max: time.Second}}
+	var mu sync.Mutex
+	reloads := 0
+	changed := func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		reloads++
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx, cfg, srv.dial, changed)
+	}()
+	s := <-srv.sessions
+	const storm = 2000
+	start := time.Now()
+	for range storm {
+		s.notify <- nil
+	}
+	took := time.Since(start)
+	// the last notification is reloaded for
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := reloads
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reloads after the storm", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(2 * minReload)
+	cancel()
+	<-done
+	// the connecting reload, then at most one per minReload while the
+	// storm lasted, and one after it
+	if most := 2 + int(took/minReload) + 1; reloads > most {
+		t.Fatalf("%d notifications in %v made %d reloads; want at most %d", storm, took, reloads, most)
+	}
+	if srv.open != 0 {
+		t.Fatalf("%d connections left open", srv.open)
+	}
+}
