@@ -66,6 +66,20 @@ func (s *fakeSession) Close() {
 	s.srv.open--
 }
 
+// start runs run against srv until the returned stop, which waits for it.
+func start(cfg Config, srv *fakeServer, changed func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx, cfg, srv.dial, changed)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // Reloads after connecting and after every notification; a lost
 // connection is reconnected (then reloaded again); the end of ctx ends it
 // all with no connection left open.
@@ -91,12 +105,7 @@ func TestRunReloadsAndReconnects(t *testing.T) {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		run(ctx, cfg, srv.dial, changed)
-	}()
+	stop := start(cfg, srv, changed)
 
 	<-srv.sessions // the session whose first reload fails
 	<-reloads
@@ -107,8 +116,7 @@ func TestRunReloadsAndReconnects(t *testing.T) {
 	s.notify <- errors.New("unexpected EOF")
 	s = <-srv.sessions
 	<-reloads // the full reload after reconnecting
-	cancel()
-	<-done
+	stop()
 
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -144,20 +152,14 @@ func TestRunNotificationReloadError(t *testing.T) {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		run(ctx, cfg, srv.dial, changed)
-	}()
+	stop := start(cfg, srv, changed)
 	s := <-srv.sessions
 	<-calls
 	s.notify <- nil
 	<-calls
 	s.notify <- nil
 	<-calls
-	cancel()
-	<-done
+	stop()
 	if srv.dials != 1 || !strings.Contains(logs.String(), "reload after a notification") {
 		t.Fatalf("dials %d, log:\n%s", srv.dials, logs.String())
 	}
@@ -177,12 +179,7 @@ func TestRunCoalescesNotifications(t *testing.T) {
 		reloads++
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		run(ctx, cfg, srv.dial, changed)
-	}()
+	stop := start(cfg, srv, changed)
 	s := <-srv.sessions
 	const storm = 2000
 	start := time.Now()
@@ -205,8 +202,7 @@ func TestRunCoalescesNotifications(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(2 * minReload)
-	cancel()
-	<-done
+	stop()
 	// the connecting reload, then at most one per minReload while the
 	// storm lasted, and one after it
 	if most := 2 + int(took/minReload) + 1; reloads > most {
