@@ -392,6 +392,39 @@ check_topic_acl(const char *topic)
 	pfree(principal);
 }
 
+/*
+ * A topic kafgres_produce would have created (kafgres.auto_create_topics)
+ * needs Kafka's CREATE, as a Kafka client's auto-creation does: on the
+ * cluster or on the topic.  Asked only for a topic that does not exist,
+ * so not cached.
+ */
+static void
+check_create_acl(const char *topic)
+{
+	char	   *principal;
+	Oid			fn;
+
+	if (!kafgres_authorizer_enabled())
+		return;
+	principal = psprintf("User:%s", GetUserNameFromId(GetUserId(), false));
+	fn = lookup_kafgres_function("acl_check", 4, &acl_check_oid);
+	if (DatumGetBool(OidFunctionCall4(fn, CStringGetTextDatum(principal), CStringGetTextDatum("CREATE"),
+									  CStringGetTextDatum("CLUSTER"), CStringGetTextDatum("kafka-cluster"))) ||
+		DatumGetBool(OidFunctionCall4(fn, CStringGetTextDatum(principal), CStringGetTextDatum("CREATE"),
+									  CStringGetTextDatum("TOPIC"), CStringGetTextDatum(topic))))
+	{
+		pfree(principal);
+		return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to create topic \"%s\"", topic),
+			 errdetail("Topic \"%s\" does not exist, and the Kafka ACLs do not allow principal %s CREATE on TOPIC %s or on the CLUSTER, which creating it takes, as it does for a Kafka client.",
+					   topic, principal, topic),
+			 errhint("Create the topic with kafgres_create_topic() first, or a superuser can grant it: SELECT kafgres_acl_grant(%s, 'CREATE', 'TOPIC', %s);",
+					 quote_literal_cstr(principal), quote_literal_cstr(topic))));
+}
+
 PG_FUNCTION_INFO_V1(kafgres_acl_changed);
 
 /*
@@ -1093,6 +1126,7 @@ check_topic_and_partition(ProduceRecord *rec)
 					 errmsg("topic \"%s\" does not exist", rec->topic),
 					 errdetail("kafgres.auto_create_topics is off."),
 					 errhint("Create the topic with kafgres_create_topic() first.")));
+		check_create_acl(rec->topic);
 
 		/*
 		 * The broker will create it with kafgres.default_partitions

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +79,40 @@ func TestACLSQLProduceRefused(t *testing.T) {
 	c.Exec(t, `SELECT kafgres_acl_grant('User:acl_app', 'write', 'topic', 'acl-sql')`)
 	if _, err := conn.Exec(ctx, `SELECT kafgres_produce('acl-sql', 'k', 'v')`); err != nil {
 		t.Fatalf("produce with WRITE: %v", err)
+	}
+}
+
+// TestACLSQLProduceAutoCreateNeedsCreate: kafgres_produce into a topic
+// that does not exist would create it (kafgres.auto_create_topics), which
+// takes Kafka's CREATE on the topic or the cluster, as a Kafka client's
+// auto-creation does; WRITE alone is refused (issue #42, item 6).
+func TestACLSQLProduceAutoCreateNeedsCreate(t *testing.T) {
+	c := harness.Start(t, "kafgres.authorizer = on")
+	c.Exec(t, `CREATE ROLE acl_new LOGIN`)
+	c.Exec(t, `GRANT EXECUTE ON FUNCTION kafgres_produce(text, text, text, jsonb, int) TO acl_new`)
+	c.Exec(t, `SELECT kafgres_acl_grant('User:acl_new', 'write', 'topic', 'fresh-' || n) FROM generate_series(1, 3) AS n`)
+	conn := c.Conn(t)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `SET ROLE acl_new`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := conn.Exec(ctx, `SELECT kafgres_produce('fresh-1', 'k', 'v')`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" || !strings.Contains(pgErr.Message, `permission denied to create topic "fresh-1"`) {
+		t.Fatalf("auto-creating with WRITE only: %v, want insufficient_privilege", err)
+	}
+	// CREATE on the topic, or on the cluster
+	c.Exec(t, `SELECT kafgres_acl_grant('User:acl_new', 'create', 'topic', 'fresh-2')`)
+	if _, err := conn.Exec(ctx, `SELECT kafgres_produce('fresh-2', 'k', 'v')`); err != nil {
+		t.Fatalf("auto-creating with CREATE on the topic: %v", err)
+	}
+	c.Exec(t, `SELECT kafgres_acl_grant('User:acl_new', 'create', 'cluster', 'kafka-cluster')`)
+	if _, err := conn.Exec(ctx, `SELECT kafgres_produce('fresh-3', 'k', 'v')`); err != nil {
+		t.Fatalf("auto-creating with CREATE on the cluster: %v", err)
+	}
+	// a topic that exists needs only WRITE
+	c.CreateTopic(t, "fresh-1", 1)
+	if _, err := conn.Exec(ctx, `SELECT kafgres_produce('fresh-1', 'k', 'v')`); err != nil {
+		t.Fatalf("producing to an existing topic with WRITE: %v", err)
 	}
 }
