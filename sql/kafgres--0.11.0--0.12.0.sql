@@ -510,3 +510,69 @@ END
 $$;
 COMMENT ON FUNCTION kafgres_alter_mapping(text, text, text, text, text) IS 'write a mapping''s expressions anew; a paused mapping resumes, delivering what it held';
 REVOKE ALL ON FUNCTION kafgres_alter_mapping(text, text, text, text, text) FROM PUBLIC;
+
+/* ---------------------------------------------------------------------
+ * One host form for ACLs (issue #42, item 8)
+ * --------------------------------------------------------------------- */
+
+/*
+ * kafgres.kafka_host(addr): a client address as Kafka matches ACL hosts
+ * against it, which is how the broker prints one (acl.HostAddress): IPv4
+ * dotted, an IPv4-mapped IPv6 address as IPv4, any other IPv6 address as
+ * eight lowercase hexadecimal groups without compression or leading zeros
+ * ("0:0:0:0:0:0:0:1", never "::1").  host() prints the compressed form, so
+ * a DENY for 0:0:0:0:0:0:0:1 was not applied to SQL sessions over ::1.
+ */
+CREATE FUNCTION kafgres.kafka_host(addr inet)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_h     pg_catalog.text := pg_catalog.host(addr);
+    v_quad  pg_catalog.text[];
+    v_left  pg_catalog.text[];
+    v_right pg_catalog.text[];
+    v_g     pg_catalog.text[];
+BEGIN
+    IF pg_catalog.family(addr) OPERATOR(pg_catalog.=) 4 THEN
+        RETURN v_h;
+    END IF;
+    IF v_h OPERATOR(pg_catalog.~*) '^::ffff:[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' THEN
+        RETURN pg_catalog.substr(v_h, 8);
+    END IF;
+    -- a trailing dotted quad is the last two groups
+    v_quad := pg_catalog.regexp_match(v_h, '([0-9]+)\.([0-9]+)\.([0-9]+)\.([0-9]+)$');
+    IF v_quad IS NOT NULL THEN
+        v_h := pg_catalog.regexp_replace(v_h, '[0-9.]+$', '')
+               OPERATOR(pg_catalog.||) pg_catalog.to_hex(v_quad[1]::pg_catalog.int4 OPERATOR(pg_catalog.*) 256 OPERATOR(pg_catalog.+) v_quad[2]::pg_catalog.int4)
+               OPERATOR(pg_catalog.||) ':'
+               OPERATOR(pg_catalog.||) pg_catalog.to_hex(v_quad[3]::pg_catalog.int4 OPERATOR(pg_catalog.*) 256 OPERATOR(pg_catalog.+) v_quad[4]::pg_catalog.int4);
+    END IF;
+    IF pg_catalog.strpos(v_h, '::') OPERATOR(pg_catalog.>) 0 THEN
+        v_left := pg_catalog.string_to_array(NULLIF(pg_catalog.split_part(v_h, '::', 1), ''), ':');
+        v_right := pg_catalog.string_to_array(NULLIF(pg_catalog.split_part(v_h, '::', 2), ''), ':');
+        v_left := coalesce(v_left, '{}');
+        v_right := coalesce(v_right, '{}');
+        v_g := v_left OPERATOR(pg_catalog.||) pg_catalog.array_fill('0'::pg_catalog.text,
+                   ARRAY[8 OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_left) OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_right)])
+               OPERATOR(pg_catalog.||) v_right;
+    ELSE
+        v_g := pg_catalog.string_to_array(v_h, ':');
+    END IF;
+    RETURN (SELECT pg_catalog.string_agg(coalesce(NULLIF(pg_catalog.ltrim(pg_catalog.lower(u.x), '0'), ''), '0'), ':' ORDER BY u.n)
+              FROM pg_catalog.unnest(v_g) WITH ORDINALITY AS u(x, n));
+END
+$$;
+COMMENT ON FUNCTION kafgres.kafka_host(inet) IS 'a client address as Kafka matches ACL hosts against it';
+
+CREATE OR REPLACE FUNCTION kafgres.acl_check(principal text, operation text, resource_type text, resource_name text)
+RETURNS boolean
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT kafgres.acl_authorize($1, COALESCE(kafgres.kafka_host(pg_catalog.inet_client_addr()), ''), $2, $3, $4)
+$$;

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafgres/kafgres/security/acl"
 	"github.com/kafgres/kafgres/tests/harness"
 )
 
@@ -114,5 +117,50 @@ func TestACLSQLProduceAutoCreateNeedsCreate(t *testing.T) {
 	c.CreateTopic(t, "fresh-1", 1)
 	if _, err := conn.Exec(ctx, `SELECT kafgres_produce('fresh-1', 'k', 'v')`); err != nil {
 		t.Fatalf("producing to an existing topic with WRITE: %v", err)
+	}
+}
+
+// TestACLSQLHostIPv6: an ACL host names a client address as Kafka prints
+// it ("0:0:0:0:0:0:0:1"), and a SQL session over IPv6 is matched the same
+// way (issue #42, item 8): a DENY for that host refuses kafgres_produce
+// from ::1. The SQL form and the broker's (acl.HostAddress) agree on
+// every kind of address.
+func TestACLSQLHostIPv6(t *testing.T) {
+	c := harness.Start(t, "kafgres.authorizer = on", "listen_addresses = '127.0.0.1,::1'")
+	conn := c.Conn(t)
+	ctx := context.Background()
+	for _, a := range []string{"127.0.0.1", "10.1.2.3", "::1", "::", "::ffff:10.1.2.3", "::1.2.3.4",
+		"2001:db8::8:800:200c:417a", "fe80::1", "2001:db8:0:0:1::", "64:ff9b::192.0.2.33", "1:2:3:4:5:6:7:8"} {
+		var got string
+		if err := conn.QueryRow(ctx, `SELECT kafgres.kafka_host($1::inet)`, a).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want := acl.HostAddress(netip.MustParseAddr(a)); got != want {
+			t.Errorf("%s: SQL prints %q, the broker %q", a, got, want)
+		}
+	}
+
+	c.CreateTopic(t, "v6", 1)
+	mustExec(t, conn, `CREATE ROLE v6app LOGIN`,
+		`GRANT EXECUTE ON FUNCTION kafgres_produce(text, text, text, jsonb, int) TO v6app`,
+		`SELECT kafgres_acl_grant('User:v6app', 'write', 'topic', 'v6')`,
+		`SELECT kafgres_acl_grant('User:v6app', 'write', 'topic', 'v6', permission => 'deny', host => '0:0:0:0:0:0:0:1')`)
+	v6, err := pgx.Connect(ctx, fmt.Sprintf("host=::1 port=%d user=v6app dbname=postgres", c.PGPort))
+	if err != nil {
+		t.Fatalf("connect over IPv6: %v", err)
+	}
+	defer v6.Close(ctx)
+	_, err = v6.Exec(ctx, `SELECT kafgres_produce('v6', 'k', 'v')`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Fatalf("produce over ::1 with a DENY for 0:0:0:0:0:0:0:1: %v, want insufficient_privilege", err)
+	}
+	v4, err := pgx.Connect(ctx, fmt.Sprintf("host=127.0.0.1 port=%d user=v6app dbname=postgres", c.PGPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v4.Close(ctx)
+	if _, err := v4.Exec(ctx, `SELECT kafgres_produce('v6', 'k', 'v')`); err != nil {
+		t.Fatalf("produce over IPv4, which the DENY does not name: %v", err)
 	}
 }
