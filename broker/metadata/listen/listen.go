@@ -93,9 +93,10 @@ func run(ctx context.Context, cfg Config, dial func(context.Context) (session, e
 //
 // Any role that may log in can NOTIFY any channel, and each reload reads a
 // whole cache, so notifications are coalesced (issue #42): a reader takes
-// them off the connection as they come, and the reloads that follow run at
-// most once per minReload, each covering every notification before it.
-// A storm of thousands costs a few reloads a second, not one each.
+// them off the connection as they come, and the reloads that follow run
+// at once for a burst and then at most once per minReload, each covering
+// every notification before it. A storm of thousands costs ten reloads a
+// second, not one each.
 func once(ctx context.Context, dial func(context.Context) (session, error), channel string, log *slog.Logger, changed func(context.Context) error) (bool, error) {
 	s, err := dial(ctx)
 	if err != nil {
@@ -130,22 +131,44 @@ func once(ctx context.Context, dial func(context.Context) (session, error), chan
 			}
 		}
 	}()
+	// a token bucket: a burst of reloads (a script's grants one after
+	// another) runs at once, each right after its notification, as
+	// clients expect to see a change at once; beyond it, a reload waits
+	// for a token, and covers every notification before it
+	tokens, last := float64(reloadBurst), time.Now()
 	for {
 		select {
 		case err := <-failed:
 			return true, fmt.Errorf("wait for notification: %w", err)
 		case <-pending:
 		}
+		now := time.Now()
+		tokens = min(reloadBurst, tokens+now.Sub(last).Seconds()/minReload.Seconds())
+		last = now
+		if tokens < 1 {
+			wait := time.Duration((1 - tokens) * float64(minReload))
+			select {
+			case err := <-failed:
+				return true, fmt.Errorf("wait for notification: %w", err)
+			case <-time.After(wait):
+			}
+			tokens, last = 1, time.Now()
+			// what came meanwhile is covered by this reload
+			select {
+			case <-pending:
+			default:
+			}
+		}
+		tokens--
 		if err := changed(ctx); err != nil && ctx.Err() == nil {
 			log.Error("reload after a notification", "err", err)
-		}
-		select {
-		case err := <-failed:
-			return true, fmt.Errorf("wait for notification: %w", err)
-		case <-time.After(minReload):
 		}
 	}
 }
 
-// minReload is the least time between two reloads after notifications.
-const minReload = 100 * time.Millisecond
+// Reloads after notifications: up to reloadBurst at once, then one per
+// minReload.
+const (
+	reloadBurst = 20
+	minReload   = 100 * time.Millisecond
+)
