@@ -120,6 +120,8 @@ type job struct {
 	// maxBytes is the largest key and value together the topic takes
 	// (max.message.bytes); 0: not known
 	maxBytes int64
+	// resumes: rows holds a resume request's place (hold)
+	resumes bool
 }
 
 // Log is what the renderer asks of the log its records go to.
@@ -433,7 +435,9 @@ func (r *Renderer) collect(ctx context.Context, txns []*decoder.Transaction, n i
 				case decoder.RequestResume:
 					// where the held changes go (hold)
 					row.resume = true
-					add(r.definition(it.MappingID), row)
+					m := r.definition(it.MappingID)
+					add(m, row)
+					byID[m.ID].resumes = true
 				}
 				// a pause is read with the definitions (pauseUnknown)
 			}

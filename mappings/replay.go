@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -218,7 +217,8 @@ func (r *Renderer) pauseUnknown(q *decoder.MappingRequest, tx *decoder.Transacti
 // it holds.
 func (r *Renderer) hold(ctx context.Context, j *job) error {
 	p := j.m.Pause
-	if p == nil && !slices.ContainsFunc(j.rows, func(row renderRow) bool { return row.resume }) {
+	// without a pause or a resume, nothing to look at: no pass over the rows
+	if p == nil && !j.resumes {
 		return nil
 	}
 	var (
